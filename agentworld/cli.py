@@ -1,0 +1,127 @@
+"""The `agentworld` command line: environments, validation, stages and the demo pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from agentworld.config import DEFAULT_PARAMS_PATH, ParamsError, load_params
+
+app = typer.Typer(help="AgentWorld: language world models of agent environments.", no_args_is_help=True)
+envs_app = typer.Typer(help="Real environments.", no_args_is_help=True)
+app.add_typer(envs_app, name="envs")
+
+ParamsOpt = typer.Option(DEFAULT_PARAMS_PATH, "--params", help="params.yaml to read")
+
+
+def _load(params_path: Path):
+    try:
+        return load_params(params_path)
+    except ParamsError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+
+
+@envs_app.command("list")
+def envs_list() -> None:
+    """Every domain, whether it runs on this machine, and why not."""
+    from agentworld.envs.registry import list_envs
+
+    for env in list_envs():
+        status = "available" if env.available else f"unavailable: {env.reason}"
+        typer.echo(f"{env.name:14s} {status}")
+
+
+@envs_app.command("play")
+def envs_play(
+    domain: str,
+    seed: int = typer.Option(0, help="episode seed (task and its set-up)"),
+    steps: int = typer.Option(5, help="maximum steps"),
+    policy: str = typer.Option("scripted", help="behaviour policy: scripted, exploratory or erroneous"),
+    params_path: Path = ParamsOpt,
+) -> None:
+    """Play one episode with a behaviour policy and print its transitions as JSON lines."""
+    from agentworld.data.collect import play_episode
+
+    params = _load(params_path) if params_path.exists() else None
+    sandbox = params.sandbox if params else None
+    for row in play_episode(domain, seed=seed, max_steps=steps, policy_name=policy, sandbox_params=sandbox):
+        typer.echo(json.dumps(row.model_dump(mode="json"), ensure_ascii=False))
+
+
+@app.command()
+def validate(
+    path: Path,
+    params_path: Path = ParamsOpt,
+    domains: Optional[str] = typer.Option(None, help="comma-separated allowed domains (default: params collect.domains)"),
+) -> None:
+    """Check a trajectory JSONL file: exit 0 when every row is valid, 1 with a report otherwise."""
+    from agentworld.validation import check_file, format_report
+
+    params = _load(params_path)
+    allowed = domains.split(",") if domains else list(params.collect.domains)
+    if not path.exists():
+        typer.echo(f"{path}: file not found", err=True)
+        raise typer.Exit(2)
+    report = check_file(path, params.validate_, allowed)
+    typer.echo(format_report(report))
+    raise typer.Exit(0 if report.rejected == 0 else 1)
+
+
+@app.command()
+def stage(
+    name: str,
+    params_path: Path = ParamsOpt,
+    root: Path = typer.Option(Path("."), help="workspace root the stage reads and writes under"),
+) -> None:
+    """Run one pipeline stage (what each dvc.yaml stage calls)."""
+    from tasks import get_stage
+
+    params = _load(params_path)
+    summary = get_stage(name)(params, root.resolve(), None)
+    typer.echo(json.dumps(summary, indent=2, default=str))
+
+
+@app.command()
+def pipeline(
+    params_path: Path = ParamsOpt,
+    push: bool = typer.Option(True, help="dvc push the outputs to the local remote afterwards"),
+) -> None:
+    """Run the DVC pipeline under one MLflow parent run, then print the demo summary."""
+    from agentworld.tracking.runs import PARENT_RUN_ENV, start_pipeline_run
+    from agentworld.summary import log_summary, render_summary
+
+    params = _load(params_path)
+    parent = start_pipeline_run(params)
+    env = {**os.environ, PARENT_RUN_ENV: parent}
+    subprocess.run(["dvc", "repro"], check=True, env=env)
+    if push:
+        subprocess.run(["dvc", "push", "-q"], check=True, env=env)
+    summary = log_summary(Path("."), parent)
+    typer.echo(render_summary(summary))
+
+
+@app.command()
+def summary() -> None:
+    """Print the summary of the last pipeline run from its reports."""
+    from agentworld.summary import collect_summary, render_summary
+
+    typer.echo(render_summary(collect_summary(Path("."))))
+
+
+def main() -> None:  # pragma: no cover - console entry
+    try:
+        app()
+    except ParamsError as err:
+        typer.echo(str(err), err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

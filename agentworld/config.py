@@ -1,0 +1,203 @@
+"""Typed schema for params.yaml.
+
+Every knob of the pipeline lives in params.yaml and is validated here at load time, so a
+typo or an out-of-range value stops the run before any work is done, with the key path named.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_PARAMS_PATH = Path("params.yaml")
+KNOWN_DOMAINS = ("terminal",)
+
+
+class ParamsError(ValueError):
+    """params.yaml (or an override) is invalid; the message names every bad key path."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class PolicyMix(_Section):
+    """Share of episodes played by each behaviour policy (Word2World: expert-only data is brittle)."""
+
+    scripted: float = Field(0.5, ge=0, le=1)
+    exploratory: float = Field(0.3, ge=0, le=1)
+    erroneous: float = Field(0.2, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> "PolicyMix":
+        total = self.scripted + self.exploratory + self.erroneous
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"policy shares must sum to 1.0, got {total:g}")
+        return self
+
+
+class CollectParams(_Section):
+    domains: list[Literal["terminal"]] = Field(default_factory=lambda: ["terminal"], min_length=1)
+    episodes_per_domain: int = Field(200, ge=1, le=1_000_000)
+    max_steps: int = Field(10, ge=1, le=200)
+    policy_mix: PolicyMix = Field(default_factory=PolicyMix)
+    seed: int = Field(0, ge=0)
+
+
+class SandboxParams(_Section):
+    command_timeout_s: float = Field(5.0, gt=0, le=600)
+    output_cap_bytes: int = Field(8192, ge=256, le=10_000_000)
+    max_processes: int = Field(64, ge=4, le=4096)
+    memory_mb: int = Field(512, ge=32, le=65536)
+    file_size_mb: int = Field(16, ge=1, le=65536)
+
+
+class ValidateParams(_Section):
+    max_rejected_share: float = Field(0.05, ge=0, le=1)
+    observation_max_chars: int = Field(16384, ge=1)
+    action_max_chars: int = Field(2048, ge=1)
+
+
+class BuildParams(_Section):
+    test_fraction: float = Field(0.15, gt=0, lt=1)
+    history_turns: int = Field(4, ge=0, le=64)
+    max_observation_chars: int = Field(600, ge=16)
+    seed: int = Field(0, ge=0)
+
+
+class ModelParams(_Section):
+    """Either a tiny from-scratch Qwen3-MoE (`source: scratch`) or a local checkpoint directory."""
+
+    source: Literal["scratch", "local"] = "scratch"
+    path: str | None = None
+    vocab_size: int = Field(1024, ge=64, le=262_144)
+    hidden_size: int = Field(128, ge=16, le=16384)
+    num_layers: int = Field(2, ge=1, le=128)
+    num_heads: int = Field(4, ge=1, le=256)
+    num_kv_heads: int = Field(2, ge=1, le=256)
+    num_experts: int = Field(4, ge=1, le=512)
+    num_experts_per_tok: int = Field(2, ge=1, le=64)
+    moe_intermediate_size: int = Field(256, ge=8)
+    max_seq_len: int = Field(512, ge=32, le=131_072)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ModelParams":
+        if self.source == "local" and not self.path:
+            raise ValueError("source 'local' needs 'path' (a local Hugging Face checkpoint directory)")
+        if self.num_experts_per_tok > self.num_experts:
+            raise ValueError("num_experts_per_tok must not exceed num_experts")
+        if self.hidden_size % self.num_heads:
+            raise ValueError("hidden_size must be divisible by num_heads")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError("num_heads must be divisible by num_kv_heads")
+        return self
+
+
+class TrainParams(_Section):
+    max_steps: int = Field(300, ge=1)
+    batch_size: int = Field(16, ge=1, le=4096)
+    learning_rate: float = Field(2e-3, gt=0, le=1)
+    warmup_ratio: float = Field(0.05, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0, le=1)
+    save_steps: int = Field(100, ge=1)
+    logging_steps: int = Field(10, ge=1)
+    seed: int = Field(0, ge=0)
+    threads: int = Field(2, ge=1, le=256)
+
+
+class EvaluateParams(_Section):
+    max_examples: int = Field(300, ge=1)
+    max_new_tokens: int = Field(96, ge=1, le=8192)
+    batch_size: int = Field(32, ge=1, le=4096)
+
+
+class TrackingParams(_Section):
+    experiment: str = Field("agentworld", min_length=1)
+    registered_model: str = Field("agentworld-world-model", min_length=1)
+
+
+class Params(_Section):
+    """The whole of params.yaml."""
+
+    profile: Literal["smoke", "demo", "research"] = "demo"
+    collect: CollectParams = Field(default_factory=CollectParams)
+    sandbox: SandboxParams = Field(default_factory=SandboxParams)
+    validate_: ValidateParams = Field(default_factory=ValidateParams, alias="validate")
+    build: BuildParams = Field(default_factory=BuildParams)
+    model: ModelParams = Field(default_factory=ModelParams)
+    train: TrainParams = Field(default_factory=TrainParams)
+    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
+    tracking: TrackingParams = Field(default_factory=TrackingParams)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted-key view, the shape MLflow params want."""
+        out: dict[str, Any] = {}
+
+        def walk(prefix: str, value: Any) -> None:
+            if isinstance(value, dict):
+                for key, sub in value.items():
+                    walk(f"{prefix}.{key}" if prefix else key, sub)
+            else:
+                out[prefix] = value
+
+        walk("", self.model_dump(mode="json", by_alias=True))
+        return out
+
+
+def _format_errors(source: str, err: ValidationError) -> str:
+    lines = [f"{source}: {err.error_count()} invalid setting(s)"]
+    for item in err.errors():
+        path = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        got = item.get("input")
+        if item["type"] == "extra_forbidden":
+            lines.append(f"  {path}: unknown key (not in the schema; check the spelling)")
+        else:
+            lines.append(f"  {path}: {item['msg']} (got {got!r})")
+    return "\n".join(lines)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Merge nested dicts; override wins. Dotted keys ('train.max_steps') are expanded."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        parts = key.split(".")
+        target = merged
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ParamsError(f"override {key!r}: {part!r} is not a section")
+        leaf = parts[-1]
+        if isinstance(value, dict) and isinstance(target.get(leaf), dict):
+            target[leaf] = deep_merge(target[leaf], value)
+        else:
+            target[leaf] = value
+    return merged
+
+
+def parse_params(raw: dict[str, Any], source: str = "params") -> Params:
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        raise ParamsError(_format_errors(source, err)) from None
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS_PATH, overrides: dict[str, Any] | None = None) -> Params:
+    """Read params.yaml, apply overrides (nested or dotted keys), validate."""
+    path = Path(path)
+    if not path.exists():
+        raise ParamsError(f"{path}: file not found (run from the project root or pass --params)")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: top level must be a mapping of sections")
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    return parse_params(raw, str(path))

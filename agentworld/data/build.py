@@ -1,0 +1,107 @@
+"""Dataset builders: validated transitions -> world-model examples, split by episode.
+
+Splitting by episode (never by row) keeps every turn of an episode on one side, so the
+held-out score measures prediction on unseen episodes, not recall of a neighbouring turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from agentworld.config import BuildParams
+from agentworld.data.io import read_jsonl, write_jsonl
+from agentworld.data.prompts import WorldModelExample, system_prompt
+from agentworld.data.schema import Transition, group_trajectories
+
+
+def is_test_episode(trajectory_id: str, test_fraction: float, seed: int) -> bool:
+    """Stable, order-free split: the same episode lands on the same side in every run."""
+    digest = hashlib.sha256(f"{seed}:{trajectory_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < test_fraction
+
+
+def episode_examples(turns: list[Transition], params: BuildParams) -> list[WorldModelExample]:
+    """One example per turn, with up to `history_turns` earlier turns as context."""
+    cap = params.max_observation_chars
+    examples = []
+    for i, row in enumerate(turns):
+        earlier = turns[max(0, i - params.history_turns): i] if params.history_turns else []
+        examples.append(
+            WorldModelExample(
+                id=row.id,
+                domain=row.domain,
+                system=system_prompt(row.domain, row.instruction),
+                history=[(t.action, t.observation[:cap]) for t in earlier],
+                action=row.action,
+                observation=row.observation[:cap],
+            )
+        )
+    return examples
+
+
+def agentworldbench_records(turns: list[Transition], params: BuildParams) -> Iterable[dict[str, Any]]:
+    """The public AgentWorldBench JSONL layout, one record per turn of a held-out episode."""
+    cap = params.max_observation_chars
+    system = system_prompt(turns[0].domain, turns[0].instruction)
+    for i, row in enumerate(turns):
+        yield {
+            "task": row.domain,
+            "id": row.id,
+            "prompt": [t.action for t in turns[: i + 1]],
+            "response": [t.observation[:cap] for t in turns[: i + 1]],
+            "current_prompt": row.action,
+            "system_str": system,
+            "turn_idx": i,
+            "total_turns": len(turns),
+        }
+
+
+def example_record(example: WorldModelExample) -> dict[str, Any]:
+    return {
+        "id": example.id,
+        "domain": example.domain,
+        "system": example.system,
+        "history": [list(pair) for pair in example.history],
+        "action": example.action,
+        "observation": example.observation,
+        "reasoning": example.reasoning,
+    }
+
+
+def load_examples(path: str | Path) -> list[WorldModelExample]:
+    out = []
+    for rec in read_jsonl(path):
+        rec["history"] = [tuple(pair) for pair in rec["history"]]
+        out.append(WorldModelExample(**rec))
+    return out
+
+
+def build_datasets(transitions: list[Transition], params: BuildParams, out_dir: Path) -> dict[str, int]:
+    """Write sft/train.jsonl, sft/test.jsonl and agentworldbench/<domain>_test.jsonl under out_dir."""
+    train, test = [], []
+    bench: dict[str, list[dict[str, Any]]] = {}
+    episodes = group_trajectories(transitions)
+    for trajectory_id in sorted(episodes):
+        turns = episodes[trajectory_id]
+        examples = episode_examples(turns, params)
+        if is_test_episode(trajectory_id, params.test_fraction, params.seed):
+            test.extend(examples)
+            bench.setdefault(turns[0].domain, []).extend(agentworldbench_records(turns, params))
+        else:
+            train.extend(examples)
+    if not train or not test:
+        raise ValueError(
+            f"build: split gave {len(train)} train and {len(test)} test examples from {len(episodes)} episodes; "
+            "collect more episodes (collect.episodes_per_domain) or change build.test_fraction"
+        )
+    counts = {
+        "train_examples": write_jsonl(out_dir / "sft" / "train.jsonl", map(example_record, train)),
+        "test_examples": write_jsonl(out_dir / "sft" / "test.jsonl", map(example_record, test)),
+        "episodes": len(episodes),
+    }
+    for domain, records in bench.items():
+        write_jsonl(out_dir / "agentworldbench" / f"{domain}_test.jsonl", records)
+    return counts

@@ -1,0 +1,68 @@
+"""World-model prompts in the Qwen-AgentWorld chat layout.
+
+system: the domain's world-model prompt plus the episode's task;
+user: the agent's action (earlier turns carry the history);
+assistant: optional `<think>...</think>`, then `**Environment Observation:**` and the observation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+OBSERVATION_MARKER = "**Environment Observation:**"
+
+DOMAIN_SYSTEM_PROMPTS: dict[str, str] = {
+    "terminal": (
+        "You are a world model of a Linux terminal: a bash shell in a sandbox with no network, "
+        "working directory /workspace. Given the agent's command, answer with exactly what the "
+        "shell prints (stdout and stderr), nothing else. Keep the shell's state across turns: "
+        "working directory, variables and files follow from earlier commands."
+    ),
+}
+
+
+def system_prompt(domain: str, instruction: str) -> str:
+    base = DOMAIN_SYSTEM_PROMPTS.get(domain)
+    if base is None:
+        raise KeyError(f"no world-model system prompt for domain {domain!r}; add one to DOMAIN_SYSTEM_PROMPTS")
+    return f"{base}\n\nThe agent's task: {instruction}"
+
+
+def assistant_turn(observation: str, reasoning: str | None = None) -> str:
+    think = f"<think>{reasoning}</think>\n" if reasoning else ""
+    return f"{think}{OBSERVATION_MARKER}\n{observation}"
+
+
+def parse_observation(generation: str) -> tuple[str, bool]:
+    """Observation text of a generation, and whether it followed the format."""
+    text = generation
+    if "</think>" in text:
+        text = text.split("</think>", 1)[1]
+    if OBSERVATION_MARKER not in text:
+        return text.strip("\n"), False
+    return text.split(OBSERVATION_MARKER, 1)[1].lstrip("\n").rstrip("\n"), True
+
+
+@dataclass
+class WorldModelExample:
+    """One next-observation prediction: the context, the action and the real observation."""
+
+    id: str
+    domain: str
+    system: str
+    history: list[tuple[str, str]] = field(default_factory=list)  # (action, observation) pairs, oldest first
+    action: str = ""
+    observation: str = ""
+    reasoning: str | None = None
+
+    def prompt_messages(self, history_turns: int | None = None) -> list[dict[str, str]]:
+        history = self.history if history_turns is None else self.history[len(self.history) - history_turns:] if history_turns else []
+        messages = [{"role": "system", "content": self.system}]
+        for action, observation in history:
+            messages.append({"role": "user", "content": action})
+            messages.append({"role": "assistant", "content": assistant_turn(observation)})
+        messages.append({"role": "user", "content": self.action})
+        return messages
+
+    def completion_messages(self) -> list[dict[str, str]]:
+        return [{"role": "assistant", "content": assistant_turn(self.observation, self.reasoning)}]

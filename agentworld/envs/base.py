@@ -1,0 +1,57 @@
+"""The one text-environment protocol every domain implements (Gymnasium-style).
+
+`reset(seed=None, options=None) -> (observation, info)` and
+`step(action) -> (observation, reward, terminated, truncated, info)`.
+We subclass `gymnasium.Env` so agents and wrappers from that ecosystem work unchanged; the
+observation and action spaces are free text.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+TEXT_SPACE_MAX = 1_000_000
+TEXT_CHARSET = frozenset(chr(i) for i in range(32, 127)) | {"\n", "\t"}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One episode's goal: an instruction plus what the domain needs to set it up and check it."""
+
+    task_id: str
+    domain: str
+    instruction: str
+    setup: dict[str, Any] = field(default_factory=dict)
+    solution: list[str] = field(default_factory=list)
+
+
+class TextEnv(gym.Env[str, str]):
+    """Base class of real environments and of the WorldModelEnv."""
+
+    domain: str = "base"
+    env_version: str = "0"
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Text(max_length=TEXT_SPACE_MAX, charset=TEXT_CHARSET)
+        self.action_space = spaces.Text(max_length=TEXT_SPACE_MAX, charset=TEXT_CHARSET)
+
+    @property
+    def env_id(self) -> str:
+        return f"{self.domain}-v{self.env_version}"
+
+    @abstractmethod
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode; `options={"task": Task}` picks the task, else one is drawn from `seed`."""
+
+    @abstractmethod
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply the agent's action and return what the environment answers."""
+
+    def close(self) -> None:  # noqa: D401 - gym signature
+        """Release processes, temp dirs, connections."""

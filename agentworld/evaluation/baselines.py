@@ -1,0 +1,33 @@
+"""Baselines that every score is reported next to, so learning is told apart from memorising."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from agentworld.data.prompts import WorldModelExample
+
+
+def retrieval_context(example: WorldModelExample, history_turns: int = 1) -> str:
+    """What the retriever compares: the action (weighted twice) and the latest turns of history."""
+    recent = example.history[-history_turns:] if history_turns else []
+    past = " ".join(f"{a} {o}" for a, o in recent)
+    return f"{example.action} {example.action} {past}"
+
+
+class RetrievalBaseline:
+    """Nearest-neighbour world model: the observation of the most similar training context."""
+
+    def __init__(self, train: Sequence[WorldModelExample], history_turns: int = 1) -> None:
+        if not train:
+            raise ValueError("retrieval baseline needs at least one training example")
+        self.history_turns = history_turns
+        self.vectorizer = TfidfVectorizer(token_pattern=r"[^\s]+", sublinear_tf=True, lowercase=False)
+        self.index = self.vectorizer.fit_transform([retrieval_context(e, history_turns) for e in train])
+        self.observations = [e.observation for e in train]
+
+    def predict(self, examples: Sequence[WorldModelExample]) -> list[str]:
+        queries = self.vectorizer.transform([retrieval_context(e, self.history_turns) for e in examples])
+        best = (queries @ self.index.T).toarray().argmax(axis=1)
+        return [self.observations[i] for i in best]

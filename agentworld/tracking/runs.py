@@ -1,0 +1,115 @@
+"""MLflow runs: where the store lives, how stage runs are grouped, what lineage they carry.
+
+Embedded default: a SQLite database and an artifact folder under `mlflow/` in the project
+root (git-ignored). Set MLFLOW_TRACKING_URI to point the same code at a shared server.
+A pipeline run is a parent run; each stage opens a child run under it, even from another
+process, through the AGENTWORLD_PARENT_RUN_ID variable, so two pipeline runs compare side
+by side in the MLflow UI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import mlflow
+
+from agentworld.config import Params
+
+PARENT_RUN_ENV = "AGENTWORLD_PARENT_RUN_ID"
+
+
+def project_root() -> Path:
+    """AGENTWORLD_HOME if set (Airflow workers), else the working directory (DVC, CLI)."""
+    return Path(os.environ.get("AGENTWORLD_HOME", Path.cwd())).resolve()
+
+
+def tracking_uri(root: Path | None = None) -> str:
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    root = root or project_root()
+    return f"sqlite:///{root / 'mlflow' / 'mlruns.db'}"
+
+
+def artifact_root(root: Path | None = None) -> str:
+    return os.environ.get("AGENTWORLD_ARTIFACT_ROOT") or (root or project_root()).joinpath("mlflow", "artifacts").as_uri()
+
+
+def configure(experiment: str, root: Path | None = None) -> str:
+    """Point MLflow at the project's store and make sure the experiment exists; return its id."""
+    root = root or project_root()
+    (root / "mlflow").mkdir(exist_ok=True)
+    mlflow.set_tracking_uri(tracking_uri(root))
+    found = mlflow.get_experiment_by_name(experiment)
+    if found is None:
+        experiment_id = mlflow.create_experiment(experiment, artifact_location=artifact_root(root))
+    else:
+        experiment_id = found.experiment_id
+    mlflow.set_experiment(experiment_id=experiment_id)
+    return experiment_id
+
+
+def git_commit(root: Path | None = None) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root or project_root(), capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return "unknown"
+
+
+def file_md5(path: str | Path) -> str:
+    """The hash DVC 3 records for a single-file output (md5 of its bytes)."""
+    digest = hashlib.md5()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def lineage_tags(root: Path | None = None) -> dict[str, str]:
+    root = root or project_root()
+    lock = root / "dvc.lock"
+    return {
+        "git_commit": git_commit(root),
+        "dvc_lock_md5": file_md5(lock) if lock.exists() else "none",
+    }
+
+
+def start_pipeline_run(params: Params, run_name: str | None = None, root: Path | None = None) -> str:
+    """Open (and close) the parent run a pipeline's stage runs hang under; return its id."""
+    configure(params.tracking.experiment, root)
+    with mlflow.start_run(run_name=run_name or f"pipeline-{params.profile}") as run:
+        mlflow.set_tags({"agentworld.kind": "pipeline", "profile": params.profile, **lineage_tags(root)})
+        mlflow.log_params(params.flat())
+        return run.info.run_id
+
+
+@contextmanager
+def stage_run(stage: str, params: Params, section: Any, parent_run_id: str | None = None) -> Iterator[mlflow.ActiveRun]:
+    """One MLflow run for one stage, nested under the pipeline's parent run when there is one."""
+    configure(params.tracking.experiment)
+    parent = parent_run_id or os.environ.get(PARENT_RUN_ENV) or None
+    with mlflow.start_run(run_name=stage, parent_run_id=parent, nested=parent is not None) as run:
+        mlflow.set_tags({"agentworld.kind": "stage", "stage": stage, "profile": params.profile, **lineage_tags()})
+        if hasattr(section, "model_dump"):
+            flat = {f"{stage}.{k}": v for k, v in _flatten(section.model_dump(mode="json")).items()}
+            mlflow.log_params(flat)
+        yield run
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out

@@ -1,0 +1,66 @@
+"""agentworld_pipeline: collect -> validate -> build -> train -> evaluate.
+
+Thin by design: each task calls the same tasks/ function that `dvc repro` runs. Scale knobs
+are Params in the trigger form (empty = use params.yaml). Outputs of a DAG run live under
+runs/airflow/<run_id>/, so a retried task rewrites only its own files.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import Param, dag, get_current_context, task
+
+from agentworld.orchestration import DAG_PARAM_KEYS, run_stage, start_run
+
+
+def _knob(description: str) -> Param:
+    return Param(None, type=["null", "integer"], minimum=1, description=description)
+
+
+@dag(
+    dag_id="agentworld_pipeline",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    params={name: _knob(f"overrides {key} in params.yaml") for name, key in DAG_PARAM_KEYS.items()},
+    tags=["agentworld", "world-model"],
+    doc_md=__doc__,
+)
+def agentworld_pipeline():
+    def _ctx() -> tuple[dict, str]:
+        context = get_current_context()
+        return dict(context["params"]), context["run_id"]
+
+    @task
+    def start() -> str:
+        dag_params, run_id = _ctx()
+        return start_run(dag_params, run_id)
+
+    @task
+    def collect(parent: str) -> dict:
+        return run_stage("collect", *_ctx(), parent)
+
+    @task
+    def validate(parent: str, _: dict) -> dict:
+        return run_stage("validate", *_ctx(), parent)
+
+    @task
+    def build(parent: str, _: dict) -> dict:
+        return run_stage("build", *_ctx(), parent)
+
+    @task
+    def train(parent: str, _: dict) -> dict:
+        return run_stage("train", *_ctx(), parent)
+
+    @task
+    def evaluate(parent: str, _: dict) -> dict:
+        return run_stage("evaluate", *_ctx(), parent)
+
+    parent = start()
+    evaluate(parent, train(parent, build(parent, validate(parent, collect(parent)))))
+
+
+agentworld_pipeline()

@@ -1,0 +1,24 @@
+"""Pipeline stages: the only code that DVC (via `agentworld stage NAME`) and Airflow call.
+
+Each stage is `run(params, root, parent_run_id=None) -> summary dict`, reads its section of
+params.yaml, writes its declared outputs under `root`, and logs one MLflow run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentworld.config import Params
+
+STAGE_ORDER = ("collect", "validate", "build", "train", "evaluate")
+
+StageFn = Callable[[Params, Path, str | None], dict[str, Any]]
+
+
+def get_stage(name: str) -> StageFn:
+    if name not in STAGE_ORDER:
+        raise KeyError(f"unknown stage {name!r}; stages are {', '.join(STAGE_ORDER)}")
+    return importlib.import_module(f"tasks.{name}").run

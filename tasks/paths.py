@@ -1,0 +1,61 @@
+"""Where each stage reads and writes, relative to a workspace root.
+
+DVC runs use the project root (the paths match dvc.yaml); Airflow runs use a folder per DAG
+run, so a retried task overwrites only its own outputs (idempotent) and runs never collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StagePaths:
+    root: Path
+
+    @property
+    def trajectories(self) -> Path:
+        return self.root / "data" / "trajectories"
+
+    def domain_trajectories(self, domain: str) -> Path:
+        return self.trajectories / f"{domain}.jsonl"
+
+    @property
+    def clean(self) -> Path:
+        return self.root / "data" / "clean" / "trajectories.jsonl"
+
+    @property
+    def quarantine(self) -> Path:
+        return self.root / "data" / "quarantine" / "rejected.jsonl"
+
+    @property
+    def validation_docs(self) -> Path:
+        return self.root / "reports" / "validation"
+
+    @property
+    def sft_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def sft_train(self) -> Path:
+        return self.root / "data" / "sft" / "train.jsonl"
+
+    @property
+    def sft_test(self) -> Path:
+        return self.root / "data" / "sft" / "test.jsonl"
+
+    @property
+    def agentworldbench(self) -> Path:
+        return self.root / "data" / "agentworldbench"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "models" / "checkpoints"
+
+    @property
+    def world_model(self) -> Path:
+        return self.root / "models" / "world_model"
+
+    def report(self, name: str) -> Path:
+        return self.root / "reports" / name

@@ -1,0 +1,26 @@
+"""Small, hand-made trajectories for unit tests (no environment needed)."""
+
+from __future__ import annotations
+
+from agentworld.data.schema import Transition, transition_id, utc_now
+
+
+def make_episode(index: int, turns: int = 4, domain: str = "terminal") -> list[Transition]:
+    trajectory_id = f"{domain}-test-{index:04d}"
+    rows = []
+    for turn in range(turns):
+        word = f"w{index}_{turn}"
+        rows.append(
+            Transition(
+                id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn, domain=domain,
+                env_id=f"{domain}-v1", task_id=f"echo-{index}", instruction=f"print the words of episode {index}",
+                action=f"echo {word}", observation=word, reward=float(turn == turns - 1), done=turn == turns - 1,
+                source="real", policy="scripted", env_version="1", seed=index, timestamp=utc_now(),
+                info={"exit_code": 0},
+            )
+        )
+    return rows
+
+
+def make_transitions(episodes: int, turns: int = 4) -> list[Transition]:
+    return [row for i in range(episodes) for row in make_episode(i, turns)]

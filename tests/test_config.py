@@ -1,0 +1,62 @@
+"""params.yaml schema: bad settings stop the run with the key path named."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from agentworld.config import ParamsError, load_params
+from tests.conftest import PROJECT, SMOKE_PARAMS
+
+
+@pytest.mark.parametrize("path", [PROJECT / "params.yaml", SMOKE_PARAMS, PROJECT / "profiles" / "research.yaml"])
+def test_shipped_profiles_are_valid(path):
+    params = load_params(path)
+    assert params.collect.domains == ["terminal"]
+    assert params.flat()["train.max_steps"] == params.train.max_steps
+
+
+def _write(tmp_path, mutate):
+    raw = yaml.safe_load((PROJECT / "params.yaml").read_text())
+    mutate(raw)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key_path", "hint"),
+    [
+        (lambda r: r["train"].update(learnin_rate=0.1), "train.learnin_rate", "unknown key"),
+        (lambda r: r["train"].update(max_steps="many"), "train.max_steps", "integer"),
+        (lambda r: r["train"].update(learning_rate=-1), "train.learning_rate", "greater than 0"),
+        (lambda r: r["validate"].update(max_rejected_share=1.5), "validate.max_rejected_share", "less than or equal to 1"),
+        (lambda r: r["collect"].update(domains=["terminal", "mars"]), "collect.domains.1", "terminal"),
+        (lambda r: r["collect"]["policy_mix"].update(scripted=0.9), "collect.policy_mix", "sum to 1.0"),
+        (lambda r: r.update(extra_section={}), "extra_section", "unknown key"),
+        (lambda r: r["model"].update(source="local", path=None), "model", "needs 'path'"),
+    ],
+)
+def test_invalid_params_name_the_key_path(tmp_path, mutate, key_path, hint):
+    with pytest.raises(ParamsError) as err:
+        load_params(_write(tmp_path, mutate))
+    message = str(err.value)
+    assert f"  {key_path}:" in message
+    assert hint in message
+    assert str(tmp_path / "params.yaml") in message
+
+
+def test_overrides_are_validated_with_dotted_keys():
+    params = load_params(SMOKE_PARAMS, {"train.max_steps": 7, "collect": {"episodes_per_domain": 3}})
+    assert params.train.max_steps == 7 and params.collect.episodes_per_domain == 3
+    with pytest.raises(ParamsError, match=r"train\.batch_size"):
+        load_params(SMOKE_PARAMS, {"train.batch_size": 0})
+
+
+def test_missing_and_broken_files(tmp_path):
+    with pytest.raises(ParamsError, match="file not found"):
+        load_params(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [unclosed\n")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(bad)
