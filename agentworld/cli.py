@@ -71,7 +71,7 @@ def validate(
         raise typer.Exit(2)
     report = check_file(path, params.validate_, allowed)
     typer.echo(format_report(report))
-    raise typer.Exit(0 if report.rejected == 0 else 1)
+    raise typer.Exit(0 if report.ok else 1)
 
 
 @app.command()

@@ -60,6 +60,14 @@ class ValidateParams(_Section):
     max_rejected_share: float = Field(0.05, ge=0, le=1)
     observation_max_chars: int = Field(16384, ge=1)
     action_max_chars: int = Field(2048, ge=1)
+    reward_min: float = -1000.0
+    reward_max: float = 1000.0
+
+    @model_validator(mode="after")
+    def _range(self) -> "ValidateParams":
+        if self.reward_min > self.reward_max:
+            raise ValueError("reward_min must not exceed reward_max")
+        return self
 
 
 class BuildParams(_Section):

@@ -7,15 +7,14 @@ Fails closed: the stage stops the pipeline only when the rejected share exceeds
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import mlflow
 
 from agentworld.config import Params
-from agentworld.validation import RejectedShareExceeded, validate_files
 from agentworld.tracking.runs import stage_run
+from agentworld.validation import RejectedShareExceeded, ValidationReport, validate_files
 from tasks.paths import StagePaths
 
 
@@ -33,33 +32,29 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
                 params=params.validate_,
                 allowed_domains=params.collect.domains,
                 docs_dir=paths.validation_docs,
+                reward_range=(params.validate_.reward_min, params.validate_.reward_max),
             )
         except RejectedShareExceeded as err:
-            _log(err.report)
+            _log(err.report, paths)
             raise
-        _log(report)
-    summary = _summary(report)
+        _log(report, paths)
+    return report.to_dict()
+
+
+def _log(report: ValidationReport, paths: StagePaths) -> None:
+    summary = report.to_dict()
+    paths.report("validate.json").parent.mkdir(parents=True, exist_ok=True)
     paths.report("validate.json").write_text(json.dumps(summary, indent=2))
-    return summary
-
-
-def _summary(report: Any) -> dict[str, Any]:
-    data = asdict(report)
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items()}
-
-
-def _log(report: Any) -> None:
     mlflow.log_metrics(
         {
-            "rows": report.total,
+            "rows": report.total_rows,
             "clean_rows": report.clean,
             "rejected_rows": report.rejected,
             "rejected_share": report.rejected_share,
         }
     )
-    mlflow.log_dict(_summary(report), "validation_report.json")
-    docs = getattr(report, "docs_dir", None)
-    if docs and Path(docs).exists():
-        mlflow.log_artifacts(str(docs), artifact_path="data_docs")
-    if report.rejected and Path(report.quarantine_path).exists():
-        mlflow.log_artifact(str(report.quarantine_path), artifact_path="quarantine")
+    mlflow.log_dict(summary, "validation_report.json")
+    if paths.validation_docs.exists():
+        mlflow.log_artifacts(str(paths.validation_docs), artifact_path="data_docs")
+    if report.rejected:
+        mlflow.log_artifact(str(paths.quarantine), artifact_path="quarantine")

@@ -1,0 +1,87 @@
+"""The DVC pipeline end to end on a clean copy of the project, at smoke scale:
+repro, no-op re-run, metrics, params diff, push to the local remote, MLflow lineage."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import SMOKE_PARAMS, copy_project
+
+pytestmark = pytest.mark.slow
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    out = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, f"{' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def pipeline_copy(tmp_path_factory):
+    root = copy_project(tmp_path_factory.mktemp("project"))
+    shutil.copy(SMOKE_PARAMS, root / "params.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AGENTWORLD_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["AGENTWORLD_HOME"] = str(root)
+    env["PYTHONPATH"] = str(root)
+    first = _run(["agentworld", "pipeline"], root, env)
+    return root, env, first
+
+
+def test_pipeline_prints_summary_and_writes_metrics(pipeline_copy):
+    root, env, first = pipeline_copy
+    for line in ("transitions collected", "rows validated", "model registered", "world_model", "retrieval"):
+        assert line in first.stdout
+    metrics = json.loads(_run(["dvc", "metrics", "show", "--json"], root, env).stdout)
+    flat = json.dumps(metrics)
+    assert "eval_metrics.json" in flat and "exact_match" in flat
+
+
+def test_second_repro_is_a_no_op(pipeline_copy):
+    root, env, _ = pipeline_copy
+    lock_before = (root / "dvc.lock").read_text()
+    again = _run(["dvc", "repro"], root, env)
+    assert "Data and pipelines are up to date" in again.stdout
+    assert "Running stage" not in again.stdout
+    assert (root / "dvc.lock").read_text() == lock_before
+
+
+def test_params_diff_and_push(pipeline_copy):
+    root, env, _ = pipeline_copy
+    _run(["git", "add", "-A"], root, env)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "pipeline run"], root, env)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["train"]["max_steps"] = 99
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    diff = _run(["dvc", "params", "diff", "--json"], root, env)
+    assert json.loads(diff.stdout)["params.yaml"]["train.max_steps"] == {"old": 30, "new": 99}
+    status = _run(["dvc", "status", "--cloud", "--json"], root, env)
+    assert json.loads(status.stdout or "{}") == {}, "outputs were not pushed to the local remote"
+    assert any((root / ".dvcstore").rglob("*")), "local remote is empty"
+
+
+def test_mlflow_groups_stage_runs_and_registers_version(pipeline_copy):
+    root, _, _ = pipeline_copy
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow' / 'mlruns.db'}")
+    experiment = client.get_experiment_by_name("agentworld")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("agentworld.kind") == "pipeline"]
+    assert parents, "no pipeline parent run"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[-1].info.run_id]
+    assert {r.data.tags["stage"] for r in children} == {"collect", "validate", "build", "train", "evaluate"}
+    for run in children:
+        assert run.data.tags["git_commit"] != "unknown"
+    version = client.get_model_version("agentworld-world-model", "1")
+    assert version.tags["stage"] == "sft" and version.tags["domain"] == "terminal"
+    assert "eval.exact_match" in version.tags
+    assert "world_model.all.exact_match" in parents[-1].data.metrics
