@@ -13,7 +13,11 @@ import typer
 
 from agentworld.config import DEFAULT_PARAMS_PATH, ParamsError, load_params
 
-app = typer.Typer(help="AgentWorld: language world models of agent environments.", no_args_is_help=True)
+app = typer.Typer(
+    help="AgentWorld: language world models of agent environments.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
 envs_app = typer.Typer(help="Real environments.", no_args_is_help=True)
 app.add_typer(envs_app, name="envs")
 
@@ -48,11 +52,16 @@ def envs_play(
 ) -> None:
     """Play one episode with a behaviour policy and print its transitions as JSON lines."""
     from agentworld.data.collect import play_episode
+    from agentworld.envs.registry import EnvUnavailable
 
     params = _load(params_path) if params_path.exists() else None
     sandbox = params.sandbox if params else None
-    for row in play_episode(domain, seed=seed, max_steps=steps, policy_name=policy, sandbox_params=sandbox):
-        typer.echo(json.dumps(row.model_dump(mode="json"), ensure_ascii=False))
+    try:
+        for row in play_episode(domain, seed=seed, max_steps=steps, policy_name=policy, sandbox_params=sandbox):
+            typer.echo(json.dumps(row.model_dump(mode="json"), ensure_ascii=False))
+    except (KeyError, ValueError, EnvUnavailable) as err:
+        typer.echo(f"envs play: {err.args[0] if err.args else err}", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.command()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -47,5 +46,5 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
             )
         mlflow.log_metrics({"transitions": summary["transitions"], "episodes": summary["episodes"]})
         mlflow.log_dict(summary, "collect_summary.json")
-    paths.report("collect.json").write_text(json.dumps(summary, indent=2))
+    paths.write_report("collect.json", summary)
     return summary

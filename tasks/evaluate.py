@@ -61,7 +61,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
             for e, ref, pred, ret in zip(test, references, predictions, retrieved)
         ]
         write_jsonl(paths.report("predictions.jsonl"), rows)
-        paths.report("eval_metrics.json").write_text(json.dumps(metrics, indent=2))
+        paths.write_report("eval_metrics.json", metrics)
         mlflow.log_artifact(str(paths.report("predictions.jsonl")))
         mlflow.log_dict(metrics, "eval_metrics.json")
         client = MlflowClient()

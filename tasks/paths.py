@@ -6,8 +6,10 @@ run, so a retried task overwrites only its own outputs (idempotent) and runs nev
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -59,3 +61,10 @@ class StagePaths:
 
     def report(self, name: str) -> Path:
         return self.root / "reports" / name
+
+    def write_report(self, name: str, data: Any) -> Path:
+        """A JSON report (DVC metrics file) under reports/."""
+        path = self.report(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2, default=str))
+        return path

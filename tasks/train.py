@@ -75,6 +75,5 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
             "run_id": active.info.run_id,
         }
         mlflow.log_metrics({"final_train_loss": result.train_loss})
-    paths.report("train.json").parent.mkdir(parents=True, exist_ok=True)
-    paths.report("train.json").write_text(json.dumps(summary, indent=2))
+    paths.write_report("train.json", summary)
     return summary

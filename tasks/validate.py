@@ -6,7 +6,6 @@ Fails closed: the stage stops the pipeline only when the rejected share exceeds
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +42,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
 
 def _log(report: ValidationReport, paths: StagePaths) -> None:
     summary = report.to_dict()
-    paths.report("validate.json").parent.mkdir(parents=True, exist_ok=True)
-    paths.report("validate.json").write_text(json.dumps(summary, indent=2))
+    paths.write_report("validate.json", summary)
     mlflow.log_metrics(
         {
             "rows": report.total_rows,

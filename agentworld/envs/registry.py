@@ -1,0 +1,78 @@
+"""Which real environments exist, whether each can run on this machine, and how to build one.
+
+A domain plugs in with one `register(EnvSpec(...))` call: a factory, plus a probe that says
+whether its system dependencies are present (and, if not, how to install them). Factories
+import their module lazily, so listing environments never needs a domain's heavy deps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Callable
+
+from agentworld.config import SandboxParams
+from agentworld.envs.base import TextEnv
+
+
+class EnvUnavailable(RuntimeError):
+    """The environment exists but cannot run here; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    description: str
+    factory: Callable[[SandboxParams], TextEnv]
+    probe: Callable[[], tuple[bool, str]]
+
+
+@dataclass(frozen=True)
+class EnvStatus:
+    name: str
+    available: bool
+    reason: str
+    description: str
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+
+
+def register(spec: EnvSpec) -> None:
+    if spec.name in _REGISTRY:
+        raise ValueError(f"environment {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+
+
+def list_envs() -> list[EnvStatus]:
+    """Every registered environment with its availability on this machine."""
+    out = []
+    for spec in _REGISTRY.values():
+        available, reason = spec.probe()
+        out.append(EnvStatus(spec.name, available, reason, spec.description))
+    return out
+
+
+def make_env(name: str, sandbox_params: SandboxParams | None = None) -> TextEnv:
+    """Build environment `name`; raises EnvUnavailable (with the fix) if it cannot run here."""
+    spec = _REGISTRY.get(name)
+    if spec is None:
+        raise KeyError(f"unknown environment {name!r}; registered: {', '.join(sorted(_REGISTRY)) or 'none'}")
+    available, reason = spec.probe()
+    if not available:
+        raise EnvUnavailable(f"environment {name!r} is unavailable: {reason}")
+    return spec.factory(sandbox_params or SandboxParams())
+
+
+# ---------------------------------------------------------------- built-in domains
+def _terminal_probe() -> tuple[bool, str]:
+    from agentworld.envs.sandbox import sandbox_available
+    return sandbox_available()
+
+
+def _terminal_factory(params: SandboxParams) -> TextEnv:
+    from agentworld.envs.terminal import TerminalEnv
+    return TerminalEnv(params)
+
+
+register(EnvSpec("terminal", "bash in a bubblewrap sandbox (no network), parametrised shell tasks",
+                 _terminal_factory, _terminal_probe))

@@ -1,0 +1,504 @@
+"""A real, contained bash for agent actions: bubblewrap, no network, hard per-command limits.
+
+Why one fresh `bwrap` + `bash -c` per command instead of one long-lived shell: a command that
+hangs, floods output or fork-bombs is killed together with its whole PID namespace, and the
+next command still starts from a clean process. Shell state (cwd, variables, exports,
+functions, aliases, umask) survives anyway: bash sources a restore script through `BASH_ENV`
+before the command and an EXIT trap saves the state afterwards into a control directory that
+lives outside the agent's workspace. A killed command keeps the state of the previous step,
+like a shell whose last command never returned. Background jobs do not outlive their step.
+
+Containment, per command:
+- namespaces: user, pid, net (loopback only), ipc, uts, cgroup (`--unshare-all`);
+- filesystem: a read-only `/` built per episode (fixed mtimes, synthetic /etc/passwd),
+  /usr read-only without /usr/local, a few /etc files; nothing else of the host. The
+  episode's /workspace, /home/agent and /tmp are host directories bound read-write (a
+  per-command tmpfs would forget /tmp between steps), all on one size-capped tmpfs when we
+  may mount one (as root), removed on close;
+- limits: wall-clock timeout, output cap, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC;
+- identity: as host root we start bwrap as a dedicated unprivileged uid (one per sandbox),
+  because the kernel does not enforce RLIMIT_NPROC for uid 0; inside, the agent is `agent`
+  (uid 1000); bwrap then relies on unprivileged user namespaces.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import itertools
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Mapping
+
+from agentworld.config import SandboxParams
+
+WORKDIR = "/workspace"
+HOME = "/home/agent"
+CONTROL = "/run/sandbox"  # inside the sandbox: the saved shell state
+BASH_ENV_PATH = "/run/sandbox-env"  # inside the sandbox: the restore (or checker) script
+TIMEOUT_EXIT = 124  # what coreutils `timeout` returns, so agents read it the usual way
+INSIDE_UID = 1000
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
+FIXED_EPOCH = 1705311000  # 2024-01-15 09:30:00 UTC: mtime of every seeded path, so `ls -l` is stable
+SYSTEM_LINKS = {"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin": "usr/sbin"}
+
+BASE_ENV: dict[str, str] = {
+    "HOME": HOME,
+    "USER": "agent",
+    "LOGNAME": "agent",
+    "SHELL": "/bin/bash",
+    "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TZ": "UTC",
+    "TERM": "xterm",
+}
+
+# /etc entries bash, coreutils, python3 and friends need; nothing with secrets in it.
+ETC_BINDS = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf",
+             "python3", "python3.11", "magic", "magic.mime", "mime.types", "terminfo")
+ETC_SYMLINKS = {"os-release": "../usr/lib/os-release"}
+ETC_SYNTHETIC = {
+    "passwd": ("root:x:0:0:root:/root:/bin/bash\n"
+               f"agent:x:{INSIDE_UID}:{INSIDE_UID}:agent:{HOME}:/bin/bash\n"
+               "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
+    "group": f"root:x:0:\nagent:x:{INSIDE_UID}:\nnogroup:x:65534:\n",
+    "hosts": "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost\n",
+    "hostname": "sandbox\n",
+}
+
+# Variables bash manages itself (or that are read-only); never saved or restored.
+_SKIP_VARS = ("BASH|BASH_*|BASHOPTS|BASHPID|EUID|UID|PPID|SHELLOPTS|SHLVL|PWD|_|FUNCNAME|GROUPS"
+              "|LINENO|PIPESTATUS|RANDOM|SRANDOM|SECONDS|EPOCHREALTIME|EPOCHSECONDS|HISTCMD"
+              "|DIRSTACK|COMP_WORDBREAKS|HOSTTYPE|MACHTYPE|OSTYPE|OPTIND|OPTERR|__sandbox*")
+
+# Sourced (via BASH_ENV) before every agent command; its EXIT trap saves the state.
+_RESTORE_SCRIPT = f"""\
+unset BASH_ENV
+umask 022
+shopt -s expand_aliases
+cd -- {WORKDIR} 2>/dev/null
+[[ -r {CONTROL}/state.sh ]] && . {CONTROL}/state.sh
+__sandbox_save() {{
+  builtin set +eu
+  local __sandbox_n __sandbox_names
+  {{
+    builtin printf '# cwd %s\\n' "$PWD"
+    builtin printf 'builtin cd -- %q 2>/dev/null || builtin cd -- {WORKDIR}\\n' "$PWD"
+    builtin umask -p
+    for __sandbox_n in {' '.join(BASE_ENV)}; do
+      [[ -v $__sandbox_n ]] || builtin printf 'unset %s\\n' "$__sandbox_n"
+    done
+    builtin mapfile -t __sandbox_names < <(builtin compgen -v)
+    for __sandbox_n in "${{__sandbox_names[@]}}"; do
+      case $__sandbox_n in {_SKIP_VARS}) continue ;; esac
+      builtin declare -p -- "$__sandbox_n" 2>/dev/null
+    done
+    builtin mapfile -t __sandbox_names < <(builtin compgen -A function)
+    for __sandbox_n in "${{__sandbox_names[@]}}"; do
+      [[ $__sandbox_n == __sandbox* ]] || builtin declare -f -- "$__sandbox_n"
+    done
+    builtin alias -p
+  }} > {CONTROL}/state.tmp 2>/dev/null && /usr/bin/mv -f {CONTROL}/state.tmp {CONTROL}/state.sh
+}}
+trap __sandbox_save EXIT
+"""
+
+# Checkers see the agent's variables and cwd but not its functions or aliases.
+_CHECK_SCRIPT = f"""\
+unset BASH_ENV
+cd -- {WORKDIR} 2>/dev/null
+[[ -r {CONTROL}/state.sh ]] && . {CONTROL}/state.sh
+unalias -a
+mapfile -t __sandbox_names < <(compgen -A function)
+for __sandbox_n in "${{__sandbox_names[@]}}"; do unset -f "$__sandbox_n"; done
+unset __sandbox_n __sandbox_names
+"""
+
+_UID_BASE = 200_000
+_uid_counter = itertools.count()
+_DIR_PREFIX = "agentworld-sbx-"
+_live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+_swept: set[Path] = set()
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot start here; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did: the merged stdout+stderr text and how it ended."""
+
+    output: str
+    exit_code: int
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+    cwd: str
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_available() -> tuple[bool, str]:
+    """(available, reason): is bwrap installed and may it create namespaces on this kernel?"""
+    if shutil.which("bwrap") is None:
+        return False, f"bwrap not found on PATH; {INSTALL_HINT}"
+    if shutil.which("prlimit") is None:
+        return False, "prlimit not found; install util-linux"
+    try:
+        with Sandbox(SandboxParams(command_timeout_s=10)) as probe:
+            result = probe.run("echo ok")
+    except SandboxError as err:
+        return False, str(err)
+    if result.output.strip() != "ok":
+        return False, f"bwrap could not run a command: {result.output.strip()[:300]}"
+    return True, "ok"
+
+
+class Sandbox:
+    """One episode's sandboxed shell: a private workspace and per-command limits.
+
+    Use as a context manager, or call `close()`: it kills nothing that still runs (nothing
+    does between commands) and removes the episode's directories.
+    """
+
+    def __init__(self, params: SandboxParams | None = None, *, disk_mb: int = 128,
+                 base_dir: str | os.PathLike[str] | None = None) -> None:
+        self.params = params or SandboxParams()
+        self.disk_mb = disk_mb
+        self._base_dir = Path(base_dir or tempfile.gettempdir())
+        self._root: Path | None = None
+        self._mounted = False
+        self._host_uid = (_UID_BASE + (os.getpid() * 97 + next(_uid_counter)) % 800_000
+                          if _is_root() else os.getuid())
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Create the episode directories (idempotent) and check bwrap starts."""
+        if self._root is not None:
+            return
+        if _is_root() and not _traversable_by_others(self._base_dir):
+            raise SandboxError(f"{self._base_dir} (or a parent) is not searchable by other users, so the "
+                               "sandbox uid cannot reach its workspace; pass base_dir=/tmp or chmod o+x it")
+        if self._base_dir not in _swept:
+            _swept.add(self._base_dir)
+            sweep_stale(self._base_dir)
+        root = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-", dir=self._base_dir))
+        os.chmod(root, 0o711)  # the sandbox uid must traverse it to bind the subdirectories
+        self._root = root
+        self._mounted = _is_root() and _mount_tmpfs(root, self.disk_mb)
+        _live.add(self)
+        for name, mode in (("workspace", 0o755), ("home", 0o755), ("tmp", 0o1777), ("control", 0o755)):
+            (root / name).mkdir(mode=mode)
+            os.chmod(root / name, mode)
+            os.chown(root / name, self._host_uid, self._host_uid)
+        _build_rootfs(root / "rootfs")
+        (root / "restore.sh").write_text(_RESTORE_SCRIPT)
+        (root / "check.sh").write_text(_CHECK_SCRIPT)
+        probe = self.run("true", persist=False)
+        if probe.exit_code != 0:
+            self.close()
+            hint = ("the kernel refused an unprivileged user namespace; allow it "
+                    "(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ "
+                    "kernel.apparmor_restrict_unprivileged_userns=0)"
+                    if "namespace" in probe.output or "Operation not permitted" in probe.output
+                    else f"check that {self._base_dir} is traversable by other users")
+            raise SandboxError(f"bwrap failed to start: {probe.output.strip()[:300]}; {hint}")
+
+    def close(self) -> None:
+        """Remove the episode's directories (and unmount its tmpfs)."""
+        root, self._root = self._root, None
+        if root is None:
+            return
+        _remove_tree(root, self._mounted)
+        self._mounted = False
+        _live.discard(self)
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # last resort; callers should close()
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ----------------------------------------------------------------- host-side access
+    @property
+    def workspace(self) -> Path:
+        """Host path of /workspace (for setup and for tests; the agent never sees it)."""
+        return self._require_root() / "workspace"
+
+    @property
+    def host_uid(self) -> int:
+        return self._host_uid
+
+    def write_files(self, files: Mapping[str, str | bytes], mode: int = 0o644) -> None:
+        """Seed files into /workspace from the host (paths relative to /workspace)."""
+        ws = self.workspace.resolve()
+        for rel, content in files.items():
+            path = (ws / rel).resolve()
+            if ws not in path.parents:
+                raise ValueError(f"setup file {rel!r} escapes the workspace")
+            for parent in reversed(path.relative_to(ws).parents):
+                if parent != Path("."):
+                    (ws / parent).mkdir(exist_ok=True)
+                    os.chown(ws / parent, self._host_uid, self._host_uid)
+            data = content.encode() if isinstance(content, str) else content
+            path.write_bytes(data)
+            os.chmod(path, mode)
+            os.chown(path, self._host_uid, self._host_uid)
+
+    def cwd(self) -> str:
+        """The shell's working directory as saved after the last persisted command."""
+        state = self._require_root() / "control" / "state.sh"
+        try:
+            with state.open() as fh:
+                first = fh.readline()
+        except OSError:
+            return WORKDIR
+        return first[len("# cwd "):].rstrip("\n") if first.startswith("# cwd ") else WORKDIR
+
+    def fingerprint(self) -> str:
+        """Digest of everything a command can change (files, modes, times, saved shell state).
+
+        Equal digests mean nothing the agent can see changed, so a checker's verdict still holds.
+        """
+        root = self._require_root()
+        digest = hashlib.blake2b(digest_size=16)
+        for top in ("workspace", "home", "tmp"):
+            for dirpath, dirnames, filenames in os.walk(root / top):
+                dirnames.sort()
+                for name in [".", *sorted(filenames), *dirnames]:
+                    try:
+                        st = os.lstat(os.path.join(dirpath, name))
+                    except OSError:
+                        continue
+                    digest.update(f"{dirpath}/{name}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}\n".encode())
+        try:
+            digest.update((root / "control" / "state.sh").read_bytes())
+        except OSError:
+            pass
+        return digest.hexdigest()
+
+    # ----------------------------------------------------------------- running commands
+    def run(self, command: str, *, persist: bool = True, timeout_s: float | None = None) -> CommandResult:
+        """Run one command line in the sandbox.
+
+        `persist=False` runs it against the saved state without changing it (task checkers).
+        """
+        root = self._require_root()
+        timeout = self.params.command_timeout_s if timeout_s is None else timeout_s
+        argv = self._argv(root, command, persist)
+        read_fd, write_fd = os.pipe()
+        if _is_root():  # let the agent reopen its own stdout/stderr (`>/dev/stderr`)
+            os.fchown(write_fd, self._host_uid, self._host_uid)
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                                    start_new_session=True, close_fds=True, **self._drop_privileges())
+        finally:
+            os.close(write_fd)
+        try:
+            data, timed_out, truncated = _read_capped(proc, read_fd, started + timeout,
+                                                      self.params.output_cap_bytes)
+        finally:
+            if proc.poll() is None:
+                _kill(proc)
+            os.close(read_fd)
+        rc = proc.returncode
+        exit_code = TIMEOUT_EXIT if timed_out else (128 - rc if rc < 0 else rc)
+        return CommandResult(
+            output=data.decode("utf-8", errors="replace"), exit_code=exit_code,
+            timed_out=timed_out, truncated=truncated,
+            duration_s=round(time.monotonic() - started, 4), cwd=self.cwd())
+
+    def _argv(self, root: Path, command: str, persist: bool) -> list[str]:
+        p = self.params
+        nproc = p.max_processes if _is_root() else _own_process_count() + p.max_processes
+        limits = ["prlimit", f"--as={p.memory_mb * 2**20}", f"--fsize={p.file_size_mb * 2**20}",
+                  f"--nproc={nproc}", "--core=0", "--"]
+        bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
+                 "--hostname", "sandbox", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
+                 "--ro-bind", str(root / "rootfs"), "/",
+                 "--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/local", "--remount-ro", "/usr/local"]
+        for name in ETC_BINDS:
+            if os.path.exists(f"/etc/{name}"):
+                bwrap += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        bwrap += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+                  "--bind", str(root / "workspace"), WORKDIR,
+                  "--bind", str(root / "home"), HOME,
+                  "--bind", str(root / "tmp"), "/tmp",
+                  "--bind", str(root / "control"), CONTROL,
+                  "--ro-bind", str(root / ("restore.sh" if persist else "check.sh")), BASH_ENV_PATH,
+                  "--chdir", WORKDIR, "--clearenv"]
+        for key, value in BASE_ENV.items():
+            bwrap += ["--setenv", key, value]
+        bwrap += ["--setenv", "BASH_ENV", BASH_ENV_PATH, "--", "/bin/bash", "-c", command, "bash"]
+        return limits + bwrap
+
+    def _drop_privileges(self) -> dict[str, object]:
+        """As root, start bwrap as the sandbox's own unprivileged uid (RLIMIT_NPROC is real then)."""
+        if not _is_root():
+            return {}
+        return {"user": self._host_uid, "group": self._host_uid, "extra_groups": []}
+
+    def _require_root(self) -> Path:
+        if self._root is None:
+            raise SandboxError("sandbox not started (use `with Sandbox(...)` or call start())")
+        return self._root
+
+
+def _read_capped(proc: subprocess.Popen[bytes], fd: int, deadline: float, cap: int) -> tuple[bytes, bool, bool]:
+    """Read merged output until EOF, the deadline or the cap; kill the command on the last two."""
+    os.set_blocking(fd, False)
+    chunks: list[bytes] = []
+    total = 0
+    timed_out = truncated = False
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            if not sel.select(remaining):
+                continue
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not data:
+                break
+            chunks.append(data)
+            total += len(data)
+            if total > cap:
+                truncated = True
+                break
+    if timed_out or truncated:
+        _kill(proc)
+    else:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
+        except subprocess.TimeoutExpired:  # closed its output but kept running
+            timed_out = True
+            _kill(proc)
+    return b"".join(chunks)[:cap], timed_out, truncated
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the sandbox's PID 1 (the kernel then kills its whole PID namespace), then bwrap.
+
+    Killing PID 1 first lets bwrap reap it; killing bwrap first would leave PID 1 a zombie
+    of the host's init, counted against the sandbox uid's process limit until reaped.
+    """
+    try:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for child in children:
+        try:
+            os.kill(int(child), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=1.0)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _build_rootfs(rootfs: Path) -> None:
+    """The sandbox's read-only `/`: mount points, system symlinks, synthetic /etc files.
+
+    A skeleton on the host (rather than bwrap's fresh tmpfs) gives `/`, `/etc`, `/home` and
+    friends fixed mtimes, so `ls -la` prints the same bytes on every run.
+    """
+    dirs = ["usr", "etc", "proc", "dev", "tmp", "workspace", HOME.lstrip("/"), CONTROL.lstrip("/")]
+    dirs += [f"etc/{name}" for name in ETC_BINDS if os.path.isdir(f"/etc/{name}")]
+    for rel in dirs:
+        (rootfs / rel).mkdir(parents=True, exist_ok=True)
+    for name in ETC_BINDS:
+        if os.path.isfile(f"/etc/{name}"):
+            (rootfs / "etc" / name).touch()
+    for name, text in ETC_SYNTHETIC.items():
+        (rootfs / "etc" / name).write_text(text)
+    (rootfs / BASH_ENV_PATH.lstrip("/")).touch()
+    links = {**{k: v for k, v in SYSTEM_LINKS.items() if os.path.exists(f"/{k}")},
+             **{f"etc/{k}": v for k, v in ETC_SYMLINKS.items()}}
+    for link, target in links.items():
+        os.symlink(target, rootfs / link)
+    for path in sorted(rootfs.rglob("*"), reverse=True) + [rootfs]:
+        os.utime(path, (FIXED_EPOCH, FIXED_EPOCH), follow_symlinks=False)
+
+
+def _traversable_by_others(path: Path) -> bool:
+    path = path.resolve()
+    return all(os.stat(p).st_mode & 0o001 for p in (path, *path.parents))
+
+
+def _remove_tree(root: Path, mounted: bool) -> None:
+    if mounted:
+        subprocess.run(["umount", "-l", str(root)], check=False, capture_output=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def sweep_stale(base_dir: Path) -> int:
+    """Remove sandbox dirs left by processes that died without closing them (e.g. SIGKILL)."""
+    removed = 0
+    for path in base_dir.glob(f"{_DIR_PREFIX}*-*"):
+        pid = path.name[len(_DIR_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        _remove_tree(path, os.path.ismount(path))
+        removed += 1
+    return removed
+
+
+@atexit.register
+def _close_all() -> None:
+    for sandbox in list(_live):
+        sandbox.close()
+
+
+def _mount_tmpfs(path: Path, size_mb: int) -> bool:
+    """Cap the episode's disk use with a tmpfs (needs root); False means an ordinary dir."""
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,nr_inodes=65536,mode=0711", "tmpfs", str(path)],
+        capture_output=True, check=False)
+    return result.returncode == 0
+
+
+def _own_process_count() -> int:
+    """Processes of our uid: RLIMIT_NPROC counts them all, so a non-root limit adds them."""
+    uid = os.getuid()
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                pass
+    return count
