@@ -53,7 +53,7 @@ $(STAMPS)/venv: requirements/cpu.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=24"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/cpu.lock
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install -q --no-deps -e .
 	@touch $@
 
 # Local DVC remote, MLflow store folder, Airflow metadata DB (SQLite).

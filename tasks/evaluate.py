@@ -15,7 +15,7 @@ from agentworld.config import Params
 from agentworld.data.build import load_examples
 from agentworld.data.io import write_jsonl
 from agentworld.evaluation.baselines import RetrievalBaseline
-from agentworld.evaluation.metrics import score
+from agentworld.evaluation.metrics import exact_match, score
 from agentworld.evaluation.predict import predict_observations
 from agentworld.models.factory import load_local
 from agentworld.tracking.runs import stage_run
@@ -27,6 +27,20 @@ def held_out_sample(examples: list[Any], limit: int, seed: int) -> list[Any]:
     if len(examples) <= limit:
         return examples
     return sorted(random.Random(seed).sample(examples, limit), key=lambda e: e.id)
+
+
+def exact_match_by_turn(rows: list[dict[str, Any]]) -> list[tuple[int, float, float, int]]:
+    """Accuracy against turn index: does the model lose track of state as episodes grow?"""
+    buckets: dict[int, list[tuple[float, float]]] = {}
+    for row in rows:
+        turn = int(row["id"].rsplit(":", 1)[1])
+        buckets.setdefault(turn, []).append(
+            (exact_match(row["prediction"], row["reference"]), exact_match(row["retrieval"], row["reference"]))
+        )
+    return [
+        (turn, round(sum(p[0] for p in pairs) / len(pairs), 4), round(sum(p[1] for p in pairs) / len(pairs), 4), len(pairs))
+        for turn, pairs in sorted(buckets.items())
+    ]
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:
@@ -61,6 +75,8 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
             for e, ref, pred, ret in zip(test, references, predictions, retrieved)
         ]
         write_jsonl(paths.report("predictions.jsonl"), rows)
+        by_turn = paths.write_plot("exact_match_by_turn.csv", ["turn", "world_model", "retrieval", "n"], exact_match_by_turn(rows))
+        mlflow.log_artifact(str(by_turn), artifact_path="plots")
         paths.write_report("eval_metrics.json", metrics)
         mlflow.log_artifact(str(paths.report("predictions.jsonl")))
         mlflow.log_dict(metrics, "eval_metrics.json")

@@ -62,6 +62,14 @@ class StagePaths:
     def report(self, name: str) -> Path:
         return self.root / "reports" / name
 
+    def write_plot(self, name: str, header: list[str], rows: list[tuple[Any, ...]]) -> Path:
+        """A CSV under reports/plots/ that `dvc plots show` renders."""
+        path = self.root / "reports" / "plots" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [",".join(header)] + [",".join(str(v) for v in row) for row in rows]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
     def write_report(self, name: str, data: Any) -> Path:
         """A JSON report (DVC metrics file) under reports/."""
         path = self.report(name)

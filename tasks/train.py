@@ -51,6 +51,8 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
         mlflow.log_metrics({"model_parameters": n_params, "train_examples": len(examples)})
         _prepare_checkpoints(paths.checkpoints, _fingerprint(params, data_md5))
         result = train_sft(model, tokenizer, examples, params.train, params.model, paths.checkpoints)
+        curve = paths.write_plot("train_loss.csv", ["step", "loss"], result.loss_curve)
+        mlflow.log_artifact(str(curve), artifact_path="plots")
         paths.world_model.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(paths.world_model)
         tokenizer.save_pretrained(paths.world_model)

@@ -60,3 +60,14 @@ def test_missing_and_broken_files(tmp_path):
     bad.write_text("train: [unclosed\n")
     with pytest.raises(ParamsError, match="not valid YAML"):
         load_params(bad)
+
+
+def test_airflow_trigger_form_params_become_validated_overrides(tmp_path, monkeypatch):
+    from agentworld.orchestration import overrides_from_dag_params, params_for_run
+
+    assert overrides_from_dag_params({"train_steps": 5, "hidden_size": None, "unrelated": 1}) == {"train.max_steps": 5}
+    (tmp_path / "params.yaml").write_text(SMOKE_PARAMS.read_text())
+    monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
+    assert params_for_run({"episodes_per_domain": 9}).collect.episodes_per_domain == 9
+    with pytest.raises(ParamsError, match="collect.episodes_per_domain"):
+        params_for_run({"episodes_per_domain": 0})

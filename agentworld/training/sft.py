@@ -33,6 +33,7 @@ class TrainResult:
     train_runtime_s: float
     tokens_seen: int
     resumed_from: str | None
+    loss_curve: list[tuple[int, float]]
 
 
 def to_dataset(
@@ -90,4 +91,5 @@ def train_sft(
         train_runtime_s=float(result.metrics.get("train_runtime", 0.0)),
         tokens_seen=int(getattr(trainer.state, "num_input_tokens_seen", 0) or 0),
         resumed_from=last,
+        loss_curve=[(int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e],
     )
