@@ -56,7 +56,7 @@ def test_dagbag_has_no_import_errors(airflow_env):
 
 @pytest.mark.slow
 def test_pipeline_dag_runs_end_to_end(airflow_env, tmp_path):
-    conf = {"episodes_per_domain": 16, "train_steps": 8, "eval_examples": 16}
+    conf = {"episodes_per_domain": 16, "train_steps": 8, "eval_examples": 4}
     out = _python(
         "import json, sys; from airflow.models.dagbag import DagBag;"
         "dag = DagBag().dags['agentworld_pipeline'];"
@@ -72,6 +72,6 @@ def test_pipeline_dag_runs_end_to_end(airflow_env, tmp_path):
     runs = list((Path(airflow_env["AGENTWORLD_HOME"]) / "runs" / "airflow").iterdir())
     assert len(runs) == 1
     metrics = json.loads((runs[0] / "reports" / "eval_metrics.json").read_text())
-    assert metrics["examples"] == 16  # the trigger-form Param reached the stage
+    assert metrics["examples"] == 4  # the trigger-form Param reached the stage
     collected = json.loads((runs[0] / "reports" / "collect.json").read_text())
     assert collected["episodes"] == 16

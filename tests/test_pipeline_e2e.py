@@ -62,7 +62,8 @@ def test_params_diff_and_push(pipeline_copy):
     params["train"]["max_steps"] = 99
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     diff = _run(["dvc", "params", "diff", "--json"], root, env)
-    assert json.loads(diff.stdout)["params.yaml"]["train.max_steps"] == {"old": 30, "new": 99}
+    change = json.loads(diff.stdout)["params.yaml"]["train.max_steps"]
+    assert (change["old"], change["new"]) == (30, 99)
     status = _run(["dvc", "status", "--cloud", "--json"], root, env)
     assert json.loads(status.stdout or "{}") == {}, "outputs were not pushed to the local remote"
     assert any((root / ".dvcstore").rglob("*")), "local remote is empty"

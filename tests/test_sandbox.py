@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 from agentworld.config import SandboxParams
-from agentworld.envs.sandbox import TIMEOUT_EXIT, Sandbox, SandboxError, sandbox_available, sweep_stale
+from agentworld.envs.sandbox import (
+    TIMEOUT_EXIT,
+    Sandbox,
+    SandboxError,
+    sandbox_available,
+    sweep_stale,
+    uid_process_count,
+)
 
 AVAILABLE, REASON = sandbox_available()
 # Outside CI a host without user namespaces (e.g. Docker's default seccomp) skips; in CI the
@@ -64,14 +71,7 @@ def assert_still_works(sb: Sandbox) -> None:
 
 
 def _uid_processes(uid: int) -> int:
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                count += entry.stat().st_uid == uid
-            except OSError:
-                pass
-    return count
+    return uid_process_count(uid)
 
 
 # ---------------------------------------------------------------- containment

@@ -493,7 +493,11 @@ def _mount_tmpfs(path: Path, size_mb: int) -> bool:
 
 def _own_process_count() -> int:
     """Processes of our uid: RLIMIT_NPROC counts them all, so a non-root limit adds them."""
-    uid = os.getuid()
+    return uid_process_count(os.getuid())
+
+
+def uid_process_count(uid: int) -> int:
+    """How many live processes belong to host `uid` (read from /proc)."""
     count = 0
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
