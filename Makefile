@@ -30,7 +30,7 @@ help:
 	@echo "make demo    - set up, then run the demo pipeline (collect -> validate -> build -> train -> evaluate)"
 	@echo "make test    - set up, then run the test suite"
 	@echo "make mlflow  - MLflow UI on http://127.0.0.1:$(MLFLOW_PORT)"
-	@echo "make airflow - Airflow (standalone) on http://127.0.0.1:$(AIRFLOW__API__PORT)"
+	@echo "make airflow - Airflow (UI, scheduler, DAG processor, triggerer) on http://127.0.0.1:$(AIRFLOW__API__PORT)"
 	@echo "make bench   - benchmarks in bench/"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/stores
@@ -80,7 +80,7 @@ mlflow: setup
 
 airflow: setup
 	@echo "Airflow UI: http://127.0.0.1:$(AIRFLOW__API__PORT)  (user admin; password in $(AIRFLOW_HOME)/simple_auth_manager_passwords.json.generated)"
-	airflow standalone
+	scripts/airflow_local.sh
 
 clean:
 	rm -rf $(STAMPS) data models reports runs

@@ -10,6 +10,7 @@ from mlflow import MlflowClient
 import tasks.build
 import tasks.evaluate
 import tasks.train
+from agentworld.data.build import load_examples
 from agentworld.data.io import write_jsonl
 from agentworld.models.factory import ModelLoadError, load_local
 from tasks.paths import StagePaths
@@ -65,3 +66,28 @@ def test_broken_model_path_names_the_setting(tmp_path):
     (tmp_path / "broken" / "config.json").write_text("{not json")
     with pytest.raises(ModelLoadError, match="could not load"):
         load_local(tmp_path / "broken")
+
+
+def test_episodes_become_conversations_with_loss_on_observations_only(tmp_path):
+    from agentworld.config import BuildParams, ModelParams
+    from agentworld.data.build import build_datasets
+    from agentworld.models.factory import build_model
+    from agentworld.training.sft import to_conversations
+
+    build_datasets(make_transitions(episodes=12, turns=4), BuildParams(test_fraction=0.3), tmp_path)
+    examples = load_examples(tmp_path / "sft/train.jsonl")
+    _, tokenizer = build_model(ModelParams(vocab_size=300), [e.system + e.action + e.observation for e in examples])
+
+    whole = to_conversations(examples, tokenizer, max_seq_len=2048)
+    assert len(whole) == len({e.id.rsplit(":", 1)[0] for e in examples})  # one conversation per episode
+    assert sum(m["role"] == "assistant" for c in whole for m in c) == len(examples)
+
+    windows = to_conversations(examples, tokenizer, max_seq_len=120)
+    assert len(windows) > len(whole)
+    assert all(c[0]["role"] == "system" and c[1]["role"] == "user" for c in windows)
+    assert sum(m["role"] == "assistant" for c in windows for m in c) == len(examples)
+
+    rendered = tokenizer.apply_chat_template(whole[0], tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    trained = tokenizer.decode([t for t, m in zip(rendered["input_ids"], rendered["assistant_masks"]) if m])
+    assert "**Environment Observation:**" in trained
+    assert whole[0][1]["content"] not in trained  # the agent's action carries no loss

@@ -15,9 +15,15 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 SPECIAL_TOKENS = [EOS, IM_START, IM_END, THINK_OPEN, THINK_CLOSE]
 
 # Qwen's ChatML layout; the assistant turn ends with <|im_end|>, which is also our eos.
+# `{% generation %}` marks the assistant tokens, so multi-turn SFT puts its loss on every
+# observation of an episode and on nothing the agent or the system wrote.
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<|im_start|>assistant\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
+    "{% else %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )

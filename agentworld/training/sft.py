@@ -1,13 +1,17 @@
-"""SFT stage: next-observation prediction with TRL's SFTTrainer, loss on the observation only.
+"""SFT stage: next-observation prediction with TRL's SFTTrainer, loss on the observations only.
 
-Examples are prompt/completion pairs (prompt = system + history + action; completion = the
-assistant turn), so TRL masks the prompt tokens and the model learns only to predict what the
-environment answers. Checkpoints land in `output_dir`; a re-run resumes from the latest one.
+Each training sequence is an episode as one multi-turn conversation (system, then the agent's
+actions as user turns and the environment's observations as assistant turns). The loss falls
+on every assistant turn (`assistant_only_loss`), so each observation is predicted from exactly
+the history the world model sees at inference, and one forward pass trains all turns of an
+episode instead of one. Episodes longer than the context are split into windows of turns.
+Checkpoints land in `output_dir`; a re-run resumes from the latest one.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +25,6 @@ from trl import SFTConfig, SFTTrainer
 
 from agentworld.config import ModelParams, TrainParams
 from agentworld.data.prompts import WorldModelExample
-from agentworld.models.chat import fit_prompt
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +39,34 @@ class TrainResult:
     loss_curve: list[tuple[int, float]]
 
 
-def to_dataset(
-    examples: Sequence[WorldModelExample], tokenizer: PreTrainedTokenizerBase, max_seq_len: int, completion_budget: int
-) -> Dataset:
-    """Prompt/completion records whose prompt leaves `completion_budget` tokens for the answer."""
-    budget = max(16, max_seq_len - completion_budget)
-    return Dataset.from_list(
-        [{"prompt": fit_prompt(e, tokenizer, budget), "completion": e.completion_messages()} for e in examples]
-    )
+def episode_turns(examples: Sequence[WorldModelExample]) -> list[list[WorldModelExample]]:
+    """Examples regrouped into episodes (id = '<trajectory>:<turn>'), each in turn order."""
+    episodes: dict[str, list[WorldModelExample]] = defaultdict(list)
+    for example in examples:
+        episodes[example.id.rsplit(":", 1)[0]].append(example)
+    return [sorted(turns, key=lambda e: int(e.id.rsplit(":", 1)[1])) for _, turns in sorted(episodes.items())]
+
+
+def _length(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]) -> int:
+    return len(tokenizer(tokenizer.apply_chat_template(messages, tokenize=False), add_special_tokens=False)["input_ids"])
+
+
+def to_conversations(
+    examples: Sequence[WorldModelExample], tokenizer: PreTrainedTokenizerBase, max_seq_len: int
+) -> list[list[dict[str, str]]]:
+    """Episodes as conversations, split into windows of whole turns that fit `max_seq_len` tokens."""
+    conversations = []
+    for turns in episode_turns(examples):
+        system = [{"role": "system", "content": turns[0].system}]
+        window: list[dict[str, str]] = []
+        for example in turns:
+            turn = [{"role": "user", "content": example.action}, *example.completion_messages()]
+            if window and _length(tokenizer, system + window + turn) > max_seq_len:
+                conversations.append(system + window)
+                window = []
+            window += turn
+        conversations.append(system + window)
+    return conversations
 
 
 def train_sft(
@@ -53,10 +76,10 @@ def train_sft(
     train: TrainParams,
     model_params: ModelParams,
     output_dir: Path,
-    completion_budget: int = 128,
 ) -> TrainResult:
     torch.set_num_threads(train.threads)
-    dataset = to_dataset(examples, tokenizer, model_params.max_seq_len, completion_budget)
+    conversations = to_conversations(examples, tokenizer, model_params.max_seq_len)
+    dataset = Dataset.from_list([{"messages": messages} for messages in conversations])
     config = SFTConfig(
         output_dir=str(output_dir),
         max_steps=train.max_steps,
@@ -74,7 +97,7 @@ def train_sft(
         bf16=False,
         fp16=False,
         max_length=model_params.max_seq_len,
-        completion_only_loss=True,
+        assistant_only_loss=True,
         dataloader_num_workers=0,
         report_to=["mlflow"] if mlflow.active_run() else [],
         disable_tqdm=False,
