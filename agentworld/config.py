@@ -46,6 +46,7 @@ class CollectParams(_Section):
     max_steps: int = Field(10, ge=1, le=200)
     policy_mix: PolicyMix = Field(default_factory=PolicyMix)
     seed: int = Field(0, ge=0)
+    workers: int = Field(2, ge=1, le=256)
 
 
 class SandboxParams(_Section):

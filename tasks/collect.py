@@ -10,7 +10,7 @@ from typing import Any
 import mlflow
 
 from agentworld.config import Params
-from agentworld.data.collect import collect_episodes
+from agentworld.data.collect import collect_parallel
 from agentworld.data.io import write_jsonl
 from agentworld.tracking.runs import stage_run
 from tasks.paths import StagePaths
@@ -22,7 +22,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
     with stage_run("collect", params, params.collect, parent_run_id):
         for domain in params.collect.domains:
             start = time.perf_counter()
-            rows = list(collect_episodes(domain, params.collect, params.sandbox))
+            rows = collect_parallel(domain, params.collect, params.sandbox)
             seconds = time.perf_counter() - start
             write_jsonl(paths.domain_trajectories(domain), rows)
             episodes = len({r.trajectory_id for r in rows})

@@ -8,8 +8,10 @@ parallel shards (`episode_indices`), and yields the same tasks and actions every
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from tqdm import tqdm
 
@@ -50,6 +52,35 @@ def collect_episodes(domain: str, collect_params: CollectParams, sandbox_params:
             yield from _play_episode(env, domain, collect_params, index)
     finally:
         env.close()
+
+
+def collect_parallel(domain: str, collect_params: CollectParams, sandbox_params: SandboxParams,
+                     *, progress: bool = True) -> list[Transition]:
+    """Collect every episode with `collect.workers` processes, one environment per worker.
+
+    Episodes are independent and seeded by index, so the result does not depend on the number
+    of workers: rows come back sorted by episode index and turn.
+    """
+    indices = list(range(collect_params.episodes_per_domain))
+    workers = min(collect_params.workers, len(indices))
+    if workers <= 1:
+        return list(collect_episodes(domain, collect_params, sandbox_params, indices, progress=progress))
+    shards = [indices[i::workers * 4] for i in range(workers * 4)]  # small shards keep workers evenly busy
+    rows: list[Transition] = []
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_collect_shard, domain, collect_params, sandbox_params, shard) for shard in shards if shard]
+        with tqdm(total=len(indices), desc=f"collect {domain} ({workers} workers)", unit="ep", disable=not progress) as bar:
+            for future in as_completed(futures):
+                shard_rows = future.result()
+                rows.extend(shard_rows)
+                bar.update(len({r.trajectory_id for r in shard_rows}))
+    rows.sort(key=lambda r: (r.info.get("episode_index", 0), r.turn))
+    return rows
+
+
+def _collect_shard(domain: str, collect_params: CollectParams, sandbox_params: SandboxParams,
+                   indices: list[int]) -> list[Transition]:
+    return list(collect_episodes(domain, collect_params, sandbox_params, indices, progress=False))
 
 
 def _play_episode(env: TextEnv, domain: str, params: CollectParams, index: int) -> Iterator[Transition]:
