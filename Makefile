@@ -66,10 +66,10 @@ demo: setup
 	@start=$$(date +%s); agentworld pipeline; echo "demo took $$(( $$(date +%s) - start )) s"
 
 test: setup
-	pytest -q -n 2 --timeout=1800
+	pytest -q -n 2 --dist loadfile --timeout=1800
 
 test-fast: setup
-	pytest -q -m "not slow" -n 2
+	pytest -q -m "not slow" -n 2 --dist loadfile
 
 bench: setup
 	python bench/sandbox_overhead.py
