@@ -18,8 +18,8 @@ from tqdm import tqdm
 from agentworld.config import CollectParams, PolicyMix, SandboxParams
 from agentworld.data.schema import Transition, transition_id, utc_now
 from agentworld.envs.base import TextEnv
-from agentworld.envs.policies import POLICY_NAMES, make_policy
-from agentworld.envs.registry import make_env
+from agentworld.envs.policies import POLICY_NAMES
+from agentworld.envs.registry import make_env, make_policy
 
 SEED_STRIDE = 1_000_003  # a prime: seeds of different collect.seed values never collide in practice
 
@@ -91,7 +91,7 @@ def _play_episode(env: TextEnv, domain: str, params: CollectParams, index: int) 
     task = getattr(env, "task", None)  # policies are built from the episode's task
     if task is None:
         raise TypeError(f"{type(env).__name__} exposes no `task` after reset(); policies need it")
-    policy = make_policy(policy_name, task)
+    policy = make_policy(domain, policy_name, task)
     trajectory_id = trajectory_id_for(domain, params.seed, index)
     history: list[tuple[str, str]] = []
     for turn in range(params.max_steps):

@@ -1,8 +1,9 @@
 """Which real environments exist, whether each can run on this machine, and how to build one.
 
-A domain plugs in with one `register(EnvSpec(...))` call: a factory, plus a probe that says
-whether its system dependencies are present (and, if not, how to install them). Factories
-import their module lazily, so listing environments never needs a domain's heavy deps.
+A domain plugs in with one `register(EnvSpec(...))` call: a factory, a probe that says
+whether its system dependencies are present (and, if not, how to install them), and the
+domain's behaviour policies. Factories import their module lazily, so listing environments
+never needs a domain's heavy deps.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 from agentworld.config import SandboxParams
-from agentworld.envs.base import TextEnv
+from agentworld.envs.base import Task, TextEnv
+from agentworld.envs.policies import Policy
 
 
 class EnvUnavailable(RuntimeError):
@@ -24,6 +26,7 @@ class EnvSpec:
     description: str
     factory: Callable[[SandboxParams], TextEnv]
     probe: Callable[[], tuple[bool, str]]
+    policies: Callable[[str, Task], Policy]  # (policy name, episode task) -> behaviour policy
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,14 @@ def make_env(name: str, sandbox_params: SandboxParams | None = None) -> TextEnv:
     return spec.factory(sandbox_params or SandboxParams())
 
 
+def make_policy(domain: str, name: str, task: Task) -> Policy:
+    """The behaviour policy `name` (scripted, exploratory, erroneous) of `domain` for one episode."""
+    spec = _REGISTRY.get(domain)
+    if spec is None:
+        raise KeyError(f"unknown environment {domain!r}; registered: {', '.join(sorted(_REGISTRY)) or 'none'}")
+    return spec.policies(name, task)
+
+
 # ---------------------------------------------------------------- built-in domains
 def _terminal_probe() -> tuple[bool, str]:
     from agentworld.envs.sandbox import sandbox_available
@@ -74,5 +85,10 @@ def _terminal_factory(params: SandboxParams) -> TextEnv:
     return TerminalEnv(params)
 
 
+def _terminal_policies(name: str, task: Task) -> Policy:
+    from agentworld.envs.policies import make_policy as terminal_policy
+    return terminal_policy(name, task)
+
+
 register(EnvSpec("terminal", "bash in a bubblewrap sandbox (no network), parametrised shell tasks",
-                 _terminal_factory, _terminal_probe))
+                 _terminal_factory, _terminal_probe, _terminal_policies))
