@@ -38,7 +38,8 @@ setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/stores
 # Debian packages the project uses: bubblewrap is the sandbox of shell-like environments.
 $(STAMPS)/apt: requirements/apt.txt
 	@mkdir -p $(STAMPS)
-	@missing=$$(for p in $$(grep -v '^#' requirements/apt.txt); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(grep -v '^#' requirements/apt.txt | while IFS=: read -r pkg cmd; do \
+	  command -v "$$cmd" >/dev/null 2>&1 || echo "$$pkg"; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
