@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
-KNOWN_DOMAINS = ("terminal",)
+#: Domains with a real environment (agentworld/envs/registry.py) and a world-model prompt.
+DomainName = Literal["terminal", "textworld", "scienceworld"]
+KNOWN_DOMAINS: tuple[str, ...] = get_args(DomainName)
 
 
 class ParamsError(ValueError):
@@ -41,7 +43,7 @@ class PolicyMix(_Section):
 
 
 class CollectParams(_Section):
-    domains: list[Literal["terminal"]] = Field(default_factory=lambda: ["terminal"], min_length=1)
+    domains: list[DomainName] = Field(default_factory=lambda: ["terminal"], min_length=1)
     episodes_per_domain: int = Field(200, ge=1, le=1_000_000)
     max_steps: int = Field(10, ge=1, le=200)
     policy_mix: PolicyMix = Field(default_factory=PolicyMix)

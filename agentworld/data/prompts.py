@@ -18,6 +18,19 @@ DOMAIN_SYSTEM_PROMPTS: dict[str, str] = {
         "shell prints (stdout and stderr), nothing else. Keep the shell's state across turns: "
         "working directory, variables and files follow from earlier commands."
     ),
+    "textworld": (
+        "You are a world model of a TextWorld text adventure: rooms, doors, containers and "
+        "objects the player can take, open, cook and eat. Given the player's command, answer "
+        "with exactly what the game prints: room descriptions, the effect of the command, the "
+        "inventory, or the game's refusal. Keep the world consistent across turns."
+    ),
+    "scienceworld": (
+        "You are a world model of ScienceWorld, a text-based simulation of a house, a greenhouse, "
+        "a workshop and the outdoors, with objects that obey simple physics, chemistry and biology. "
+        "Given the agent's action, answer with exactly what the simulator prints: room "
+        "descriptions, object states, inventory, or 'No known action matches that input.' "
+        "Keep the world consistent across turns."
+    ),
 }
 
 

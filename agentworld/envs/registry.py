@@ -8,8 +8,10 @@ never needs a domain's heavy deps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from agentworld.config import SandboxParams
 from agentworld.envs.base import Task, TextEnv
@@ -92,3 +94,21 @@ def _terminal_policies(name: str, task: Task) -> Policy:
 
 register(EnvSpec("terminal", "bash in a bubblewrap sandbox (no network), parametrised shell tasks",
                  _terminal_factory, _terminal_probe, _terminal_policies))
+
+
+def _lazy(module: str, name: str) -> Callable[..., Any]:
+    """A function of a domain module, imported on first call, so listing envs stays light."""
+    def call(*args: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args)
+    return call
+
+
+_SCIENCEWORLD = "agentworld.envs.scienceworld_env"
+register(EnvSpec("scienceworld", "ScienceWorld (bundled Java simulator): short science tasks, one train variation "
+                 "per episode", _lazy(_SCIENCEWORLD, "factory"), _lazy(_SCIENCEWORLD, "probe"),
+                 _lazy(_SCIENCEWORLD, "scienceworld_policy")))
+
+_TEXTWORLD = "agentworld.envs.textworld_env"
+register(EnvSpec("textworld", "TextWorld (games generated locally with tw-make): simple, coin-collector, "
+                 "treasure-hunter and cooking text adventures, one game per seed", _lazy(_TEXTWORLD, "factory"),
+                 _lazy(_TEXTWORLD, "probe"), _lazy(_TEXTWORLD, "textworld_policy")))
