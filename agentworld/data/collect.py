@@ -18,7 +18,7 @@ from tqdm import tqdm
 from agentworld.config import CollectParams, PolicyMix, SandboxParams
 from agentworld.data.schema import Transition, transition_id, utc_now
 from agentworld.envs.base import TextEnv
-from agentworld.envs.policies import POLICY_NAMES
+from agentworld.envs.behaviour import POLICY_NAMES
 from agentworld.envs.registry import make_env, make_policy
 
 SEED_STRIDE = 1_000_003  # a prime: seeds of different collect.seed values never collide in practice

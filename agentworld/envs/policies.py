@@ -1,27 +1,19 @@
-"""Behaviour policies that play the Terminal env to produce diverse real trajectories.
+"""The Terminal's behaviour-policy vocabulary (the policies themselves are in behaviour.py).
 
-Expert-only data teaches a world model only the happy path (Word2World), so collection mixes:
-- `scripted`: the task's solution, with the inspection steps real agents interleave;
-- `exploratory`: valid but aimless commands over the task's files, words and directories,
-  picking up names it sees in earlier observations the way an agent reads `ls` output;
-- `erroneous`: typos, wrong flags, missing files, unknown commands and broken syntax, mixed
-  with valid steps, so the world model learns what errors look like.
-
-A policy is built per episode from its task; `act(observation, history, rng)` is deterministic
-given the rng state. `history` holds the episode's earlier (action, observation) pairs.
+- exploratory commands: valid but aimless commands over the task's files, words and
+  directories, picking up names it sees in earlier observations the way an agent reads `ls`;
+- erroneous commands: typos, wrong flags, missing files, unknown commands and broken syntax.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from typing import Protocol
-from collections.abc import Sequence
 
 from agentworld.envs.base import Task
+from agentworld.envs.behaviour import POLICY_NAMES, History, Policy, behaviour_policy
 
-History = Sequence[tuple[str, str]]
-POLICY_NAMES = ("scripted", "exploratory", "erroneous")
+__all__ = ["POLICY_NAMES", "History", "Policy", "make_policy"]
 
 _NAME_RE = re.compile(r"(?<![\w/.-])([A-Za-z_][\w-]*\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w.])")
 _WORD_RE = re.compile(r"\b[a-z]{4,12}\b")
@@ -46,14 +38,10 @@ _TYPOS = (("ls", "sl"), ("cat", "cta"), ("grep", "gerp"), ("echo", "ehco"), ("cd
           ("find", "fnid"), ("touch", "tuoch"), ("chmod", "chmdo"), ("python3", "pyhton3"))
 
 
-class Policy(Protocol):
-    name: str
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str: ...
-
-
 class _TaskVocabulary:
-    """Names and words an agent could plausibly type for this task."""
+    """Names and words an agent could plausibly type for this task (the Terminal's DomainActions)."""
+
+    done_action = "submit"
 
     def __init__(self, task: Task) -> None:
         files = list(task.setup.get("files", {}))
@@ -77,6 +65,18 @@ class _TaskVocabulary:
 
     def word(self, rng: random.Random) -> str:
         return rng.choice(self.words)
+
+    def inspect(self, rng: random.Random) -> str:
+        return rng.choice(("ls", "pwd", "ls -la", f"cat {self.file(rng)}", f"ls {self.dir(rng)}"))
+
+    def explore(self, rng: random.Random) -> str:
+        return _exploratory_command(self, rng)
+
+    def mistake(self, rng: random.Random) -> str:
+        return _erroneous_command(self, rng)
+
+    def reply(self, observation: str, rng: random.Random, policy: str) -> str | None:
+        return None  # a shell never waits for an answer
 
 
 def _exploratory_command(vocab: _TaskVocabulary, rng: random.Random) -> str:
@@ -112,67 +112,6 @@ def _erroneous_command(vocab: _TaskVocabulary, rng: random.Random) -> str:
     return rng.choice(_BAD_SYNTAX).format(f=f, w=w, W=w.upper())
 
 
-class ScriptedPolicy:
-    """Follows the task's solution, sometimes pausing to look around first."""
-
-    name = "scripted"
-
-    def __init__(self, task: Task, inspect_prob: float = 0.25) -> None:
-        self.solution = list(task.solution)
-        self.vocab = _TaskVocabulary(task)
-        self.inspect_prob = inspect_prob
-        self._next = 0
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        if self._next >= len(self.solution):
-            return "submit"
-        if history and rng.random() < self.inspect_prob:
-            return rng.choice(("ls", "pwd", "ls -la", f"cat {self.vocab.file(rng)}", f"ls {self.vocab.dir(rng)}"))
-        self._next += 1
-        return self.solution[self._next - 1]
-
-
-class ExploratoryPolicy:
-    """Random valid commands over the task's vocabulary; never aims at the goal."""
-
-    name = "exploratory"
-
-    def __init__(self, task: Task) -> None:
-        self.vocab = _TaskVocabulary(task)
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        self.vocab.observe(observation)
-        return _exploratory_command(self.vocab, rng)
-
-
-class ErroneousPolicy:
-    """Mostly mistakes, with some valid exploration and some real solution steps in between."""
-
-    name = "erroneous"
-
-    def __init__(self, task: Task, error_prob: float = 0.5, solve_prob: float = 0.25) -> None:
-        self.solution = list(task.solution)
-        self.vocab = _TaskVocabulary(task)
-        self.error_prob, self.solve_prob = error_prob, solve_prob
-        self._next = 0
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        self.vocab.observe(observation)
-        roll = rng.random()
-        if roll < self.error_prob:
-            return _erroneous_command(self.vocab, rng)
-        if roll < self.error_prob + self.solve_prob and self._next < len(self.solution):
-            self._next += 1
-            return self.solution[self._next - 1]
-        return _exploratory_command(self.vocab, rng)
-
-
 def make_policy(name: str, task: Task) -> Policy:
-    """A fresh policy for one episode of `task`."""
-    if name == "scripted":
-        return ScriptedPolicy(task)
-    if name == "exploratory":
-        return ExploratoryPolicy(task)
-    if name == "erroneous":
-        return ErroneousPolicy(task)
-    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+    """A fresh Terminal behaviour policy for one episode of `task`."""
+    return behaviour_policy(name, task, _TaskVocabulary, inspect_prob=0.25)

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentworld.config import SandboxParams
 from agentworld.envs.base import Task, TextEnv
-from agentworld.envs.policies import Policy
+from agentworld.envs.behaviour import Policy
 
 
 class EnvUnavailable(RuntimeError):

@@ -38,7 +38,7 @@ from typing import Any
 from collections.abc import Callable, Sequence
 
 from agentworld.envs.base import Task, TextEnv
-from agentworld.envs.policies import POLICY_NAMES, History, Policy
+from agentworld.envs.behaviour import Policy, behaviour_policy
 
 DOMAIN = "scienceworld"
 INSTALL_HINT = "install Java (apt-get install default-jre-headless) and the Python package (pip install scienceworld)"
@@ -291,7 +291,9 @@ def _noun(phrase: str) -> str:
 
 
 class _SWVocabulary:
-    """Objects and locations an agent could plausibly type in this episode."""
+    """Objects and locations an agent could plausibly type in this episode (ScienceWorld's DomainActions)."""
+
+    done_action = "look around"
 
     def __init__(self, task: Task) -> None:
         objects: list[str] = []
@@ -340,6 +342,26 @@ class _SWVocabulary:
     def location(self, rng: random.Random) -> str:
         return rng.choice(self.locations)
 
+    def inspect(self, rng: random.Random) -> str:
+        # `inventory` consumes no move; `look around` is already in gold paths, so neither
+        # perturbs time-dependent tasks such as plant life stages.
+        return rng.choice(("look around", "inventory"))
+
+    def explore(self, rng: random.Random) -> str:
+        return _exploratory_action(self, rng)
+
+    def mistake(self, rng: random.Random) -> str:
+        return _erroneous_action(self, rng)
+
+    def reply(self, observation: str, rng: random.Random, policy: str) -> str | None:
+        """The simulator's numbered "which did you mean" prompt: explorers pick an option,
+        erroneous agents mostly answer it wrongly."""
+        if policy == "erroneous":
+            if observation.startswith(AMBIGUOUS_PREFIX) and rng.random() < 0.7:
+                return rng.choice(("0", "1", "9", "yes", "the first one"))
+            return None
+        return _ambiguity_answer(observation, rng)
+
 
 def _ambiguity_answer(observation: str, rng: random.Random) -> str | None:
     """An agent answers the simulator's numbered disambiguation prompt with one of the numbers."""
@@ -383,76 +405,9 @@ def _erroneous_action(vocab: _SWVocabulary, rng: random.Random) -> str:
                        f"look {o}", f"walk {loc}", f"open the {loc}", "look around everywhere", "inventory all"))
 
 
-class ScriptedPolicy:
-    """Follows the gold path, sometimes pausing for `look around` / `inventory` (state-neutral)."""
-
-    name = "scripted"
-
-    def __init__(self, task: Task, inspect_prob: float = 0.2) -> None:
-        self.solution = list(task.solution)
-        self.inspect_prob = inspect_prob
-        self._next = 0
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        if self._next >= len(self.solution):
-            return "look around"
-        # `inventory` consumes no move; `look around` is already in gold paths, so neither
-        # perturbs time-dependent tasks such as plant life stages.
-        if history and rng.random() < self.inspect_prob:
-            return rng.choice(("look around", "inventory"))
-        self._next += 1
-        return self.solution[self._next - 1]
-
-
-class ExploratoryPolicy:
-    """Valid-looking actions over the episode's objects and rooms; never focuses, never aims at the goal."""
-
-    name = "exploratory"
-
-    def __init__(self, task: Task) -> None:
-        self.vocab = _SWVocabulary(task)
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        answer = _ambiguity_answer(observation, rng)
-        if answer is not None:
-            return answer
-        self.vocab.observe(observation)
-        return _exploratory_action(self.vocab, rng)
-
-
-class ErroneousPolicy:
-    """Mostly mistakes (unknown verbs, absent objects, typos), mixed with exploration and gold steps."""
-
-    name = "erroneous"
-
-    def __init__(self, task: Task, error_prob: float = 0.5, solve_prob: float = 0.25) -> None:
-        self.solution = list(task.solution)
-        self.vocab = _SWVocabulary(task)
-        self.error_prob, self.solve_prob = error_prob, solve_prob
-        self._next = 0
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        self.vocab.observe(observation)
-        if observation.startswith(AMBIGUOUS_PREFIX) and rng.random() < 0.7:
-            return rng.choice(("0", "1", "9", "yes", "the first one"))
-        roll = rng.random()
-        if roll < self.error_prob:
-            return _erroneous_action(self.vocab, rng)
-        if roll < self.error_prob + self.solve_prob and self._next < len(self.solution):
-            self._next += 1
-            return self.solution[self._next - 1]
-        return _exploratory_action(self.vocab, rng)
-
-
 def scienceworld_policy(name: str, task: Task) -> Policy:
     """A fresh behaviour policy for one episode of `task`."""
-    if name == "scripted":
-        return ScriptedPolicy(task)
-    if name == "exploratory":
-        return ExploratoryPolicy(task)
-    if name == "erroneous":
-        return ErroneousPolicy(task)
-    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+    return behaviour_policy(name, task, _SWVocabulary)
 
 
 def factory(sandbox_params: Any = None) -> TextEnv:

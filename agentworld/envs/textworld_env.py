@@ -35,7 +35,7 @@ from typing import Any
 from collections.abc import Sequence
 
 from agentworld.envs.base import Task, TextEnv
-from agentworld.envs.policies import POLICY_NAMES, History, Policy
+from agentworld.envs.behaviour import Policy, behaviour_policy
 
 DOMAIN = "textworld"
 GAME_TYPES: tuple[str, ...] = ("tw-simple", "tw-coin_collector", "tw-treasure_hunter", "tw-cooking")
@@ -299,7 +299,9 @@ _GENERIC = ("look", "inventory", "look", "inventory")
 
 
 class _TWVocabulary:
-    """Objects, verbs and exits an agent could plausibly name in this game."""
+    """Objects, verbs and exits an agent could plausibly name in this game (TextWorld's DomainActions)."""
+
+    done_action = "look"
 
     def __init__(self, task: Task) -> None:
         self.solution = list(task.solution)
@@ -329,6 +331,18 @@ class _TWVocabulary:
             if noun not in self.seen and noun not in self.entities:
                 self.seen.append(noun)
         del self.seen[:-20]
+
+    def inspect(self, rng: random.Random) -> str:
+        return rng.choice(("look", "inventory"))
+
+    def explore(self, rng: random.Random) -> str:
+        return _exploratory_action(self, rng)
+
+    def mistake(self, rng: random.Random) -> str:
+        return _erroneous_action(self, rng)
+
+    def reply(self, observation: str, rng: random.Random, policy: str) -> str | None:
+        return None  # TextWorld never waits for an answer
 
     def entity(self, rng: random.Random) -> str:
         pool = self.entities + self.seen[-5:]
@@ -381,70 +395,9 @@ def _erroneous_action(vocab: _TWVocabulary, rng: random.Random) -> str:
     return rng.choice(_INCOMPLETE).format(e=e)
 
 
-class ScriptedPolicy:
-    """Follows the game's walkthrough, sometimes pausing to `look` or check the `inventory`."""
-
-    name = "scripted"
-
-    def __init__(self, task: Task, inspect_prob: float = 0.2) -> None:
-        self.solution = list(task.solution)
-        self.inspect_prob = inspect_prob
-        self._next = 0
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        if self._next >= len(self.solution):
-            return "look"
-        if history and rng.random() < self.inspect_prob:
-            return rng.choice(("look", "inventory"))
-        self._next += 1
-        return self.solution[self._next - 1]
-
-
-class ExploratoryPolicy:
-    """Plausible commands over the game's objects and the exits it mentions; never aims at the goal."""
-
-    name = "exploratory"
-
-    def __init__(self, task: Task) -> None:
-        self.vocab = _TWVocabulary(task)
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        self.vocab.observe(observation)
-        return _exploratory_action(self.vocab, rng)
-
-
-class ErroneousPolicy:
-    """Mostly invalid commands (unknown verbs, absent objects, typos, bad exits, half commands),
-    mixed with walkthrough steps and valid exploration."""
-
-    name = "erroneous"
-
-    def __init__(self, task: Task, error_prob: float = 0.5, solve_prob: float = 0.25) -> None:
-        self.solution = list(task.solution)
-        self.vocab = _TWVocabulary(task)
-        self.error_prob, self.solve_prob = error_prob, solve_prob
-        self._next = 0
-
-    def act(self, observation: str, history: History, rng: random.Random) -> str:
-        self.vocab.observe(observation)
-        roll = rng.random()
-        if roll < self.error_prob:
-            return _erroneous_action(self.vocab, rng)
-        if roll < self.error_prob + self.solve_prob and self._next < len(self.solution):
-            self._next += 1
-            return self.solution[self._next - 1]
-        return _exploratory_action(self.vocab, rng)
-
-
 def textworld_policy(name: str, task: Task) -> Policy:
     """A fresh behaviour policy for one episode of `task`."""
-    if name == "scripted":
-        return ScriptedPolicy(task)
-    if name == "exploratory":
-        return ExploratoryPolicy(task)
-    if name == "erroneous":
-        return ErroneousPolicy(task)
-    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+    return behaviour_policy(name, task, _TWVocabulary)
 
 
 def factory(sandbox_params: Any = None) -> TextEnv:
