@@ -59,7 +59,7 @@ def test_validate_exit_codes(tmp_path):
 
 def test_invalid_params_exit_with_key_path(tmp_path):
     params = tmp_path / "params.yaml"
-    params.write_text((PROJECT / "params.yaml").read_text().replace("max_steps: 700", "max_steps: -5"))
+    params.write_text((PROJECT / "params.yaml").read_text().replace("max_steps: 1000", "max_steps: -5"))
     result = runner.invoke(app, ["stage", "collect", "--params", str(params)])
     assert result.exit_code == 2
     assert "train.max_steps" in result.output
