@@ -88,12 +88,22 @@ def stage(
     name: str,
     params_path: Path = ParamsOpt,
     root: Path = typer.Option(Path("."), help="workspace root the stage reads and writes under"),
+    domain: list[str] = typer.Option(None, help="per-domain stages (collect, validate): only this domain "
+                                                "(repeatable; default: every domain in collect.domains)"),
 ) -> None:
     """Run one pipeline stage (what each dvc.yaml stage calls)."""
-    from tasks import get_stage
+    from tasks import PER_DOMAIN_STAGES, get_stage
 
     params = _load(params_path)
-    summary = get_stage(name)(params, root.resolve(), None)
+    if domain and name not in PER_DOMAIN_STAGES:
+        raise typer.BadParameter(f"stage {name!r} covers every domain; --domain applies to "
+                                 f"{', '.join(PER_DOMAIN_STAGES)}", param_hint="--domain")
+    unknown = sorted(set(domain or []) - set(params.collect.domains))
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(unknown)} not in collect.domains of {params_path} "
+                                 f"({', '.join(params.collect.domains)})", param_hint="--domain")
+    stage_fn = get_stage(name)
+    summary = stage_fn(params, root.resolve(), None, domain) if domain else stage_fn(params, root.resolve(), None)
     typer.echo(json.dumps(summary, indent=2, default=str))
 
 
@@ -112,7 +122,7 @@ def pipeline(
     subprocess.run(["dvc", "repro"], check=True, env=env)
     if push:
         subprocess.run(["dvc", "push", "-q"], check=True, env=env)
-    summary = log_summary(Path("."), parent)
+    summary = log_summary(Path("."), parent, params.collect.domains)
     typer.echo(render_summary(summary))
 
 
@@ -121,7 +131,8 @@ def summary() -> None:
     """Print the summary of the last pipeline run from its reports."""
     from agentworld.summary import collect_summary, render_summary
 
-    typer.echo(render_summary(collect_summary(Path("."))))
+    params = _load(DEFAULT_PARAMS_PATH) if DEFAULT_PARAMS_PATH.exists() else None
+    typer.echo(render_summary(collect_summary(Path("."), params.collect.domains if params else None)))
 
 
 def main() -> None:  # pragma: no cover - console entry

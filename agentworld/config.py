@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 #: Domains with a real environment (agentworld/envs/registry.py) and a world-model prompt.
-DomainName = Literal["terminal", "textworld", "scienceworld"]
+#: Android is listed so that asking for it gets the registry's reason it cannot run here.
+DomainName = Literal["terminal", "os", "mcp", "search", "swe", "web", "textworld", "scienceworld", "android"]
 KNOWN_DOMAINS: tuple[str, ...] = get_args(DomainName)
 
 
@@ -45,10 +46,24 @@ class PolicyMix(_Section):
 class CollectParams(_Section):
     domains: list[DomainName] = Field(default_factory=lambda: ["terminal"], min_length=1)
     episodes_per_domain: int = Field(200, ge=1, le=1_000_000)
+    #: Per-domain overrides of episodes_per_domain (domains differ in steps per episode and speed).
+    episodes: dict[DomainName, int] = Field(default_factory=dict)
     max_steps: int = Field(10, ge=1, le=200)
     policy_mix: PolicyMix = Field(default_factory=PolicyMix)
     seed: int = Field(0, ge=0)
     workers: int = Field(2, ge=1, le=256)
+
+    @model_validator(mode="after")
+    def _unique_domains(self) -> "CollectParams":
+        if len(set(self.domains)) != len(self.domains):
+            raise ValueError("domains must not repeat")
+        bad = {d: n for d, n in self.episodes.items() if not 1 <= n <= 1_000_000}
+        if bad:
+            raise ValueError(f"episodes per domain must be between 1 and 1000000, got {bad}")
+        return self
+
+    def episodes_for(self, domain: str) -> int:
+        return self.episodes.get(domain, self.episodes_per_domain)  # type: ignore[call-overload]
 
 
 class SandboxParams(_Section):

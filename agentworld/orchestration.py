@@ -15,6 +15,7 @@ from agentworld.tracking.runs import project_root, start_pipeline_run
 
 # Trigger-form Param name -> params.yaml key path. None (the default) keeps params.yaml's value.
 DAG_PARAM_KEYS: dict[str, str] = {
+    "domains": "collect.domains",
     "episodes_per_domain": "collect.episodes_per_domain",
     "max_steps": "collect.max_steps",
     "hidden_size": "model.hidden_size",
@@ -24,6 +25,23 @@ DAG_PARAM_KEYS: dict[str, str] = {
     "batch_size": "train.batch_size",
     "eval_examples": "evaluate.max_examples",
 }
+
+
+def trigger_params(names: list[str] | None = None) -> dict[str, Any]:
+    """Airflow Params for the trigger form (all knobs, or `names`); empty keeps params.yaml's value."""
+    from airflow.sdk import Param
+
+    from agentworld.config import KNOWN_DOMAINS
+
+    out: dict[str, Any] = {}
+    for name in names or list(DAG_PARAM_KEYS):
+        key = DAG_PARAM_KEYS[name]
+        if name == "domains":
+            out[name] = Param(None, type=["null", "array"], items={"type": "string", "enum": list(KNOWN_DOMAINS)},
+                              description=f"overrides {key} in params.yaml (empty: use params.yaml)")
+        else:
+            out[name] = Param(None, type=["null", "integer"], minimum=1, description=f"overrides {key} in params.yaml")
+    return out
 
 
 def overrides_from_dag_params(dag_params: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +66,50 @@ def start_run(dag_params: dict[str, Any], run_id: str) -> str:
     return start_pipeline_run(params, run_name=f"airflow-{run_id}")
 
 
-def run_stage(stage: str, dag_params: dict[str, Any], run_id: str, parent_run_id: str) -> dict[str, Any]:
+def run_stage(stage: str, dag_params: dict[str, Any], run_id: str, parent_run_id: str,
+              domains: list[str] | None = None) -> dict[str, Any]:
+    """Run one stage in the DAG run's workspace; per-domain stages take `domains`."""
     from tasks import get_stage
 
-    return get_stage(stage)(params_for_run(dag_params), run_root(run_id), parent_run_id)
+    stage_fn = get_stage(stage)
+    if domains is not None:
+        return stage_fn(params_for_run(dag_params), run_root(run_id), parent_run_id, domains)
+    return stage_fn(params_for_run(dag_params), run_root(run_id), parent_run_id)
+
+
+def plan_domains(dag_params: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The selected domains that can run here, and the reason for each one that cannot."""
+    from agentworld.envs.registry import list_envs
+
+    selected = params_for_run(dag_params).collect.domains
+    status = {env.name: env for env in list_envs()}
+    runnable = [d for d in selected if d in status and status[d].available]
+    skipped = {d: status[d].reason if d in status else "not registered" for d in selected if d not in runnable}
+    return runnable, skipped
+
+
+# ------------------------------------------------------------------ Airflow Assets
+# Logical datasets (URIs name them; where a run wrote them is in each event's `extra`).
+VALIDATED_URI = "agentworld://datasets/validated-trajectories"
+VALIDATED_DOMAIN_URI = "agentworld://datasets/validated/{domain}"
+VALIDATED_ALIAS = "agentworld-validated-domain"
+
+
+def validated_asset() -> Any:
+    """All validated domains of a run: what the training DAGs are scheduled on."""
+    from airflow.sdk import Asset
+
+    return Asset(uri=VALIDATED_URI, name="validated_trajectories", group="agentworld")
+
+
+def validated_domain_asset(domain: str) -> Any:
+    from airflow.sdk import Asset
+
+    return Asset(uri=VALIDATED_DOMAIN_URI.format(domain=domain), name=f"validated_{domain}", group="agentworld")
+
+
+def validated_alias() -> Any:
+    """Per-domain assets are resolved at run time through this alias (domains come from params)."""
+    from airflow.sdk import AssetAlias
+
+    return AssetAlias(VALIDATED_ALIAS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,19 +14,33 @@ def _read(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def collect_summary(root: Path) -> dict[str, Any]:
+def _per_domain(folder: Path, totals: tuple[str, ...], only: Sequence[str] | None) -> dict[str, Any]:
+    """Per-domain stage reports (reports/<stage>/<domain>.json) with their totals summed."""
+    domains = {path.stem: _read(path) for path in sorted(folder.glob("*.json")) if only is None or path.stem in only}
+    if not domains:
+        return {}
+    summary: dict[str, Any] = {key: sum(d.get(key, 0) for d in domains.values()) for key in totals}
+    summary["domains"] = domains
+    return summary
+
+
+def collect_summary(root: Path, domains: Sequence[str] | None = None) -> dict[str, Any]:
+    """Headline numbers of the last run; `domains` limits per-domain reports to the selected ones."""
     reports = root / "reports"
+    validate = _per_domain(reports / "validate", ("total_rows", "clean", "rejected"), domains)
+    if validate:
+        validate["rejected_share"] = validate["rejected"] / validate["total_rows"] if validate["total_rows"] else 0.0
     return {
-        "collect": _read(reports / "collect.json"),
-        "validate": _read(reports / "validate.json"),
+        "collect": _per_domain(reports / "collect", ("transitions", "episodes"), domains),
+        "validate": validate,
         "train": _read(reports / "train.json"),
         "evaluate": _read(reports / "eval_metrics.json"),
     }
 
 
-def log_summary(root: Path, parent_run_id: str) -> dict[str, Any]:
+def log_summary(root: Path, parent_run_id: str, domains: Sequence[str] | None = None) -> dict[str, Any]:
     """Copy the headline numbers onto the pipeline's parent run, for side-by-side comparison."""
-    summary = collect_summary(root)
+    summary = collect_summary(root, domains)
     flat: dict[str, float] = {}
     if summary["collect"]:
         flat["transitions"] = summary["collect"]["transitions"]

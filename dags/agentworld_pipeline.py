@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import DAG_PARAM_KEYS, run_stage, start_run
-
-
-def _knob(description: str) -> Param:
-    return Param(None, type=["null", "integer"], minimum=1, description=description)
+from agentworld.orchestration import run_stage, start_run, trigger_params
 
 
 @dag(
@@ -25,7 +21,7 @@ def _knob(description: str) -> Param:
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
-    params={name: _knob(f"overrides {key} in params.yaml") for name, key in DAG_PARAM_KEYS.items()},
+    params=trigger_params(),
     tags=["agentworld", "world-model"],
     doc_md=__doc__,
 )

@@ -1,6 +1,7 @@
 """Pipeline stages: the only code that DVC (via `agentworld stage NAME`) and Airflow call.
 
-Each stage is `run(params, root, parent_run_id=None) -> summary dict`, reads its section of
+Each stage is `run(params, root, parent_run_id=None) -> summary dict` (per-domain stages also
+take `domains`), reads its section of
 params.yaml, writes its declared outputs under `root`, and logs one MLflow run.
 """
 
@@ -14,6 +15,8 @@ from typing import Any
 from agentworld.config import Params
 
 STAGE_ORDER = ("collect", "validate", "build", "train", "evaluate")
+#: Stages that run once per domain (dvc.yaml `foreach`, Airflow dynamic task mapping).
+PER_DOMAIN_STAGES = ("collect", "validate")
 
 StageFn = Callable[[Params, Path, str | None], dict[str, Any]]
 

@@ -17,10 +17,13 @@ from tasks.paths import StagePaths
 
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:
     paths = StagePaths(root)
-    if not paths.clean.exists():
-        raise FileNotFoundError(f"build: {paths.clean} not found; run the validate stage first")
+    sources = [paths.clean(domain) for domain in params.collect.domains]
+    missing = [str(p) for p in sources if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"build: {', '.join(missing)} not found; run the validate stage first")
     with stage_run("build", params, params.build, parent_run_id):
-        counts = build_datasets(read_transitions(paths.clean), params.build, paths.sft_dir)
+        rows = [row for source in sources for row in read_transitions(source)]
+        counts = build_datasets(rows, params.build, paths.sft_dir)
         counts.update(train_md5=file_md5(paths.sft_train), test_md5=file_md5(paths.sft_test))
         mlflow.log_metrics({k: v for k, v in counts.items() if isinstance(v, int)})
         mlflow.set_tags({"data.train_md5": counts["train_md5"], "data.test_md5": counts["test_md5"]})

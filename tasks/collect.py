@@ -1,50 +1,77 @@
-"""Stage `collect`: play behaviour policies in the real environments, write trajectories."""
+"""Stage `collect`: play behaviour policies in the real environments, one dataset per domain.
+
+Each domain is its own DVC stage (`collect@<domain>`, see dvc.yaml) and its own MLflow run,
+so adding a domain re-collects only that domain. Interrupted collection resumes from the
+finished shards under data/.collect-parts/ (see `collect_parallel`).
+"""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import mlflow
+from rich.console import Console
+from rich.table import Table
 
 from agentworld.config import Params
 from agentworld.data.collect import collect_parallel
 from agentworld.data.io import write_jsonl
+from agentworld.data.schema import Transition
 from agentworld.tracking.runs import stage_run
 from tasks.paths import StagePaths
 
 
-def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:
+def run(params: Params, root: Path, parent_run_id: str | None = None,
+        domains: Sequence[str] | None = None) -> dict[str, Any]:
+    """Collect `domains` (default: every domain in collect.domains); returns per-domain summaries."""
     paths = StagePaths(root)
     summary: dict[str, Any] = {"transitions": 0, "episodes": 0, "domains": {}}
-    with stage_run("collect", params, params.collect, parent_run_id):
-        for domain in params.collect.domains:
+    for domain in domains or params.collect.domains:
+        with stage_run("collect", params, params.collect, parent_run_id, domain=domain):
             start = time.perf_counter()
-            rows = collect_parallel(domain, params.collect, params.sandbox)
+            rows = collect_parallel(domain, params.collect, params.sandbox, parts_dir=paths.collect_parts)
             seconds = time.perf_counter() - start
             write_jsonl(paths.domain_trajectories(domain), rows)
-            episodes = len({r.trajectory_id for r in rows})
-            policies = Counter(r.policy for r in rows)
-            summary["domains"][domain] = {
-                "transitions": len(rows),
-                "episodes": episodes,
-                "seconds": round(seconds, 2),
-                "transitions_per_s": round(len(rows) / max(seconds, 1e-9), 2),
-                "policies": dict(policies),
-            }
-            summary["transitions"] += len(rows)
-            summary["episodes"] += episodes
-            mlflow.log_metrics(
-                {
-                    f"{domain}.transitions": len(rows),
-                    f"{domain}.episodes": episodes,
-                    f"{domain}.transitions_per_s": len(rows) / max(seconds, 1e-9),
-                    **{f"{domain}.policy.{name}": count for name, count in policies.items()},
-                }
-            )
-        mlflow.log_metrics({"transitions": summary["transitions"], "episodes": summary["episodes"]})
-        mlflow.log_dict(summary, "collect_summary.json")
-    paths.write_report("collect.json", summary)
+            shutil.rmtree(paths.collect_parts / domain, ignore_errors=True)  # written: parts are spent
+            stats = domain_stats(rows, seconds, params.collect.workers)
+            mlflow.log_metrics({k: v for k, v in stats.items() if isinstance(v, (int, float))})
+            mlflow.log_metrics({f"policy.{name}": n for name, n in stats["policies"].items()})
+            mlflow.log_dict(stats, "collect_summary.json")
+        paths.write_report(f"collect/{domain}.json", stats)
+        summary["domains"][domain] = stats
+        summary["transitions"] += stats["transitions"]
+        summary["episodes"] += stats["episodes"]
+    Console(stderr=True).print(summary_table(summary["domains"]))
     return summary
+
+
+def domain_stats(rows: list[Transition], seconds: float, workers: int) -> dict[str, Any]:
+    episodes = {r.trajectory_id for r in rows}
+    solved = {r.trajectory_id for r in rows if r.reward > 0}
+    return {
+        "transitions": len(rows),
+        "episodes": len(episodes),
+        "solved_share": round(len(solved) / max(len(episodes), 1), 4),
+        "mean_steps": round(len(rows) / max(len(episodes), 1), 2),
+        "seconds": round(seconds, 2),
+        "transitions_per_s": round(len(rows) / max(seconds, 1e-9), 2),
+        "workers": workers,
+        "policies": dict(Counter(r.policy for r in rows)),
+    }
+
+
+def summary_table(domains: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="collected trajectories")
+    for column in ("domain", "episodes", "transitions", "steps/episode", "solved", "seconds", "transitions/s",
+                   "policies"):
+        table.add_column(column, justify="left" if column in ("domain", "policies") else "right")
+    for domain, s in domains.items():
+        policies = " ".join(f"{k}={v}" for k, v in sorted(s["policies"].items()))
+        table.add_row(domain, str(s["episodes"]), str(s["transitions"]), f"{s['mean_steps']:.1f}",
+                      f"{s['solved_share']:.0%}", f"{s['seconds']:.1f}", f"{s['transitions_per_s']:.1f}", policies)
+    return table

@@ -24,16 +24,18 @@ class StagePaths:
         return self.trajectories / f"{domain}.jsonl"
 
     @property
-    def clean(self) -> Path:
-        return self.root / "data" / "clean" / "trajectories.jsonl"
+    def collect_parts(self) -> Path:
+        """Finished collection shards of an interrupted run (not a DVC output: DVC deletes outs before a run)."""
+        return self.root / "data" / ".collect-parts"
 
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "data" / "quarantine" / "rejected.jsonl"
+    def clean(self, domain: str) -> Path:
+        return self.root / "data" / "clean" / f"{domain}.jsonl"
 
-    @property
-    def validation_docs(self) -> Path:
-        return self.root / "reports" / "validation"
+    def quarantine(self, domain: str) -> Path:
+        return self.root / "data" / "quarantine" / f"{domain}.jsonl"
+
+    def validation_docs(self, domain: str) -> Path:
+        return self.root / "reports" / "validation" / domain
 
     @property
     def sft_dir(self) -> Path:

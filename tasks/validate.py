@@ -1,11 +1,14 @@
-"""Stage `validate`: Great Expectations suite, clean rows kept, rejected rows quarantined.
+"""Stage `validate`: Great Expectations suites per domain, clean rows kept, rejected rows quarantined.
 
-Fails closed: the stage stops the pipeline only when the rejected share exceeds
-`validate.max_rejected_share`, and even then every valid row is already written.
+One dataset per domain (DVC stage `validate@<domain>`): the common transition suite plus the
+domain's own expectations (agentworld/validation/domains.py). Fails closed: a domain stops the
+pipeline only when its rejected share exceeds `validate.max_rejected_share`, and even then
+every valid row is already written.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,46 +16,45 @@ import mlflow
 
 from agentworld.config import Params
 from agentworld.tracking.runs import stage_run
-from agentworld.validation import RejectedShareExceeded, ValidationReport, validate_files
+from agentworld.validation import RejectedShareExceeded, ValidationReport, validate_file
 from tasks.paths import StagePaths
 
 
-def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:
+def run(params: Params, root: Path, parent_run_id: str | None = None,
+        domains: Sequence[str] | None = None) -> dict[str, Any]:
+    """Validate `domains` (default: every domain in collect.domains); returns per-domain reports."""
     paths = StagePaths(root)
-    inputs = sorted(paths.trajectories.glob("*.jsonl"))
-    if not inputs:
-        raise FileNotFoundError(f"validate: no trajectory files in {paths.trajectories}; run the collect stage first")
-    with stage_run("validate", params, params.validate_, parent_run_id):
-        try:
-            report = validate_files(
-                inputs,
-                clean_path=paths.clean,
-                quarantine_path=paths.quarantine,
-                params=params.validate_,
-                allowed_domains=params.collect.domains,
-                docs_dir=paths.validation_docs,
-                reward_range=(params.validate_.reward_min, params.validate_.reward_max),
-            )
-        except RejectedShareExceeded as err:
-            _log(err.report, paths)
-            raise
-        _log(report, paths)
-    return report.to_dict()
+    summary: dict[str, Any] = {"total_rows": 0, "clean": 0, "rejected": 0, "domains": {}}
+    for domain in domains or params.collect.domains:
+        source = paths.domain_trajectories(domain)
+        if not source.exists():
+            raise FileNotFoundError(f"validate: {source} not found; run the collect stage for {domain!r} first")
+        with stage_run("validate", params, params.validate_, parent_run_id, domain=domain):
+            try:
+                report = validate_file(
+                    source, paths.clean(domain), paths.quarantine(domain), params.validate_,
+                    allowed_domains=[domain], docs_dir=paths.validation_docs(domain),
+                    reward_range=(params.validate_.reward_min, params.validate_.reward_max),
+                )
+            except RejectedShareExceeded as err:
+                _log(domain, err.report, paths)
+                raise
+            _log(domain, report, paths)
+        summary["domains"][domain] = report.to_dict()
+        for key in ("total_rows", "clean", "rejected"):
+            summary[key] += getattr(report, key)
+    summary["rejected_share"] = summary["rejected"] / summary["total_rows"] if summary["total_rows"] else 0.0
+    return summary
 
 
-def _log(report: ValidationReport, paths: StagePaths) -> None:
+def _log(domain: str, report: ValidationReport, paths: StagePaths) -> None:
     summary = report.to_dict()
-    paths.write_report("validate.json", summary)
-    mlflow.log_metrics(
-        {
-            "rows": report.total_rows,
-            "clean_rows": report.clean,
-            "rejected_rows": report.rejected,
-            "rejected_share": report.rejected_share,
-        }
-    )
+    paths.write_report(f"validate/{domain}.json", summary)
+    mlflow.log_metrics({"rows": report.total_rows, "clean_rows": report.clean, "rejected_rows": report.rejected,
+                        "rejected_share": report.rejected_share})
     mlflow.log_dict(summary, "validation_report.json")
-    if paths.validation_docs.exists():
-        mlflow.log_artifacts(str(paths.validation_docs), artifact_path="data_docs")
+    docs = paths.validation_docs(domain)
+    if docs.exists():
+        mlflow.log_artifacts(str(docs), artifact_path="data_docs")
     if report.rejected:
-        mlflow.log_artifact(str(paths.quarantine), artifact_path="quarantine")
+        mlflow.log_artifact(str(paths.quarantine(domain)), artifact_path="quarantine")

@@ -51,7 +51,7 @@ def test_dagbag_has_no_import_errors(airflow_env):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
-    assert "agentworld_pipeline" in result["dags"]
+    assert {"agentworld_pipeline", "collect_and_validate"} <= set(result["dags"])
 
 
 @pytest.mark.slow
@@ -73,5 +73,30 @@ def test_pipeline_dag_runs_end_to_end(airflow_env, tmp_path):
     assert len(runs) == 1
     metrics = json.loads((runs[0] / "reports" / "eval_metrics.json").read_text())
     assert metrics["examples"] == 4  # the trigger-form Param reached the stage
-    collected = json.loads((runs[0] / "reports" / "collect.json").read_text())
+    collected = json.loads((runs[0] / "reports" / "collect" / "terminal.json").read_text())
     assert collected["episodes"] == 16
+
+
+@pytest.mark.slow
+def test_collect_and_validate_maps_domains_and_publishes_assets(airflow_env):
+    conf = {"domains": ["terminal", "android"], "episodes_per_domain": 6, "max_steps": 3}
+    out = _python(
+        "import json; from airflow.models.dagbag import DagBag;"
+        "from airflow.models.asset import AssetEvent, AssetModel;"
+        "from airflow.utils.session import create_session;"
+        "dag = DagBag().dags['collect_and_validate'];"
+        f"run = dag.test(run_conf={conf!r});"
+        "tis = [(ti.task_id, ti.map_index, str(ti.state)) for ti in run.get_task_instances()];"
+        "s = create_session().__enter__();"
+        "events = [(e.asset.uri, e.extra) for e in s.query(AssetEvent).all()];"
+        "print(json.dumps({'state': str(run.state), 'tis': tis, 'events': events}, default=str))",
+        airflow_env,
+    )
+    assert out.returncode == 0, out.stderr[-5000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["state"] == "success", result
+    mapped = sorted((task, index) for task, index, _ in result["tis"] if task in ("collect", "validate"))
+    assert mapped == [("collect", 0), ("validate", 0)]  # android is unavailable here: skipped, not faked
+    events = {uri: extra for uri, extra in result["events"]}
+    assert events["agentworld://datasets/validated/terminal"]["clean_rows"] > 0
+    assert events["agentworld://datasets/validated-trajectories"]["domains"]["terminal"]["clean_rows"] > 0

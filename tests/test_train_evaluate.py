@@ -20,7 +20,7 @@ from tests.helpers import make_transitions
 @pytest.fixture()
 def built_workspace(tmp_path, smoke_params, mlflow_store):
     paths = StagePaths(tmp_path)
-    write_jsonl(paths.clean, make_transitions(episodes=40))
+    write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
     tasks.build.run(smoke_params, tmp_path)
     return paths
 

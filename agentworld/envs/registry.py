@@ -112,3 +112,37 @@ _TEXTWORLD = "agentworld.envs.textworld_env"
 register(EnvSpec("textworld", "TextWorld (games generated locally with tw-make): simple, coin-collector, "
                  "treasure-hunter and cooking text adventures, one game per seed", _lazy(_TEXTWORLD, "factory"),
                  _lazy(_TEXTWORLD, "probe"), _lazy(_TEXTWORLD, "textworld_policy")))
+
+
+# ---------------------------------------------------------------- android: listed, never faked
+ANDROID_NEEDS = ("emulator", "adb")
+
+
+def _android_probe() -> tuple[bool, str]:
+    """Android needs the SDK emulator, adb, hardware virtualisation (KVM) and a system image.
+
+    None of these can be installed from PyPI or Debian here, so the domain is listed with the
+    reason instead of pretending with a simulated phone.
+    """
+    import shutil
+    from pathlib import Path
+
+    missing = [tool for tool in ANDROID_NEEDS if shutil.which(tool) is None]
+    if missing or not Path("/dev/kvm").exists():
+        what = ", ".join([*(f"'{t}' not on PATH" for t in missing),
+                          *([] if Path("/dev/kvm").exists() else ["/dev/kvm absent (no hardware virtualisation)"])])
+        return False, (f"no Android emulator can run on this machine: {what}; it needs the Android SDK "
+                       "emulator with a system image (AVD) on a host with KVM")
+    return False, "Android SDK found, but no AgentWorld adapter for the Android emulator exists yet"
+
+
+def _android_factory(params: SandboxParams) -> TextEnv:
+    raise EnvUnavailable(_android_probe()[1])
+
+
+def _android_policies(name: str, task: Task) -> Policy:
+    raise EnvUnavailable(_android_probe()[1])
+
+
+register(EnvSpec("android", "Android apps on an emulator (AndroidWorld-style UI tasks)",
+                 _android_factory, _android_probe, _android_policies))

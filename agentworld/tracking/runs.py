@@ -92,12 +92,18 @@ def start_pipeline_run(params: Params, run_name: str | None = None, root: Path |
 
 
 @contextmanager
-def stage_run(stage: str, params: Params, section: Any, parent_run_id: str | None = None) -> Iterator[mlflow.ActiveRun]:
-    """One MLflow run for one stage, nested under the pipeline's parent run when there is one."""
+def stage_run(stage: str, params: Params, section: Any, parent_run_id: str | None = None,
+              domain: str | None = None) -> Iterator[mlflow.ActiveRun]:
+    """One MLflow run for one stage (of one domain, for per-domain stages), nested under the
+    pipeline's parent run when there is one."""
     configure(params.tracking.experiment)
     parent = parent_run_id or os.environ.get(PARENT_RUN_ENV) or None
-    with mlflow.start_run(run_name=stage, parent_run_id=parent, nested=parent is not None) as run:
-        mlflow.set_tags({"agentworld.kind": "stage", "stage": stage, "profile": params.profile, **lineage_tags()})
+    run_name = f"{stage}:{domain}" if domain else stage
+    with mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None) as run:
+        tags = {"agentworld.kind": "stage", "stage": stage, "profile": params.profile, **lineage_tags()}
+        if domain:
+            tags["domain"] = domain
+        mlflow.set_tags(tags)
         if hasattr(section, "model_dump"):
             flat = {f"{stage}.{k}": v for k, v in _flatten(section.model_dump(mode="json")).items()}
             mlflow.log_params(flat)

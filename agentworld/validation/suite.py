@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from agentworld.config import ValidateParams
+from agentworld.validation.domains import ACTION_VERB, action_verb, domain_expectations
 from agentworld.validation.rows import ParsedRow, utf8_safe
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def to_frame(rows: Sequence[ParsedRow], rejected_per_trajectory: Mapping[str, in
       rejected in step 1 that name this trajectory, plus rejected lines that name none. A
       contiguous trajectory has turns 0..slots-1, so `turn < turn_slots`; a gap left by a
       rejected line still counts as a slot and never rejects its valid neighbours.
+    - `action_verb`: the action's first word, for per-domain rules (validation/domains.py).
     - `invalid_utf8_fields`: names of string fields holding lone surrogates (from JSON \\ud800
       escapes; they cannot be encoded as UTF-8). Such strings are replaced by U+FFFD in the
       frame itself, because pandas/pyarrow (and the HTML Data Docs) cannot hold them.
@@ -101,6 +103,7 @@ def to_frame(rows: Sequence[ParsedRow], rejected_per_trajectory: Mapping[str, in
     for name in ("turn", "seed"):
         frame[name] = frame[name].astype("int64")
     frame["done"] = frame["done"].astype("bool")
+    frame[ACTION_VERB] = frame["action"].map(action_verb)
     per_trajectory = frame.groupby("trajectory_id")["trajectory_id"].transform("size")
     rejected = frame["trajectory_id"].map(lambda t: rejected_per_trajectory.get(t, 0))
     frame[TURN_SLOTS] = (per_trajectory + rejected + unattributed_rejections).astype("int64")
@@ -157,6 +160,7 @@ def build_suite(params: ValidateParams, allowed_domains: Sequence[str],
             column=BAD_UTF8, value_set=[""],
             meta=meta("*", "strings are valid UTF-8 (no lone surrogates)")),
     ]
+    exps += domain_expectations(domains, gxe)
     return gx.ExpectationSuite(name=SUITE_NAME, expectations=exps)
 
 
@@ -253,7 +257,7 @@ def _to_failure(item: Any, frame: pd.DataFrame) -> Failure:
             rows[index] = (str(value), f"lone surrogate (not valid UTF-8) in {value}")
         else:
             row = frame.loc[index]
-            rows[index] = (field_name, _row_reason(name, config.kwargs, row, value))
+            rows[index] = (field_name, _row_reason(name, {**config.kwargs, "meta": config.meta}, row, value))
     if not rows and name not in _KEEP_FIRST:  # failed yet named no row: fail closed
         return Failure(name, field_name, None, f"{name} failed without naming rows")
     return Failure(name, field_name, rows, f"{name} failed on {len(rows)} row(s)")
@@ -269,6 +273,11 @@ def _row_reason(name: str, kwargs: Mapping[str, Any], row: pd.Series, value: Any
     if name == "expect_column_values_to_be_between":
         low, high = kwargs.get("min_value"), kwargs.get("max_value")
         return f"{_describe(value)} is outside [{low}, {high}]"
+    if name == "expect_column_values_to_match_regex":
+        return (f"{_describe(value)} does not match {kwargs['regex']!r} "
+                f"({(kwargs.get('meta') or {}).get('notes', 'domain rule')})")
+    if name == "expect_column_values_to_be_json_parseable":
+        return f"{_describe(value)} is not valid JSON ({(kwargs.get('meta') or {}).get('notes', 'domain rule')})"
     if name == "expect_column_values_to_not_be_null":
         return "value is null/NaN"
     if name == "expect_column_pair_values_a_to_be_greater_than_b":

@@ -1,0 +1,79 @@
+"""collect_and_validate: real trajectories from every selected domain, validated, published as Assets.
+
+Fans out per domain with dynamic task mapping (one mapped `collect` and `validate` task per
+domain in collect.domains, or in the trigger form's `domains`). Each validated domain is
+published as its own Asset (`agentworld://datasets/validated/<domain>`, through an AssetAlias
+because the domains come from params), and `publish` marks the whole validated set
+(`agentworld://datasets/validated-trajectories`) that the training DAGs are scheduled on.
+Domains that cannot run on this machine (e.g. Android) are skipped with their reason.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import dag, get_current_context, task
+
+from agentworld.orchestration import (plan_domains, run_root, run_stage, start_run, trigger_params, validated_alias,
+                                      validated_asset, validated_domain_asset)
+
+
+@dag(
+    dag_id="collect_and_validate",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    params=trigger_params(["domains", "episodes_per_domain", "max_steps"]),
+    tags=["agentworld", "data"],
+    doc_md=__doc__,
+)
+def collect_and_validate():
+    def _ctx() -> tuple[dict, str]:
+        context = get_current_context()
+        return dict(context["params"]), context["run_id"]
+
+    @task
+    def start() -> str:
+        return start_run(*_ctx())
+
+    @task
+    def plan() -> list[str]:
+        domains, skipped = plan_domains(_ctx()[0])
+        for domain, reason in skipped.items():
+            print(f"skipping {domain}: {reason}")
+        if not domains:
+            raise RuntimeError(f"none of the selected domains can run here: {skipped}")
+        return domains
+
+    @task(max_active_tis_per_dagrun=1)  # each collection already uses collect.workers processes
+    def collect(domain: str, parent: str) -> str:
+        run_stage("collect", *_ctx(), parent, domains=[domain])
+        return domain
+
+    @task(outlets=[validated_alias()])
+    def validate(domain: str, parent: str, *, outlet_events=None) -> dict:
+        dag_params, run_id = _ctx()
+        report = run_stage("validate", dag_params, run_id, parent, domains=[domain])["domains"][domain]
+        outlet_events[validated_alias()].add(validated_domain_asset(domain), extra={
+            "run_id": run_id, "path": report["clean_path"], "clean_rows": report["clean"],
+            "rejected_rows": report["rejected"]})
+        return {"domain": domain, "clean": report["clean"], "rejected": report["rejected"],
+                "path": report["clean_path"]}
+
+    @task(outlets=[validated_asset()])
+    def publish(reports: list[dict], *, outlet_events=None) -> dict:
+        _, run_id = _ctx()
+        summary = {"run_id": run_id, "workspace": str(run_root(run_id)),
+                   "domains": {r["domain"]: {"clean_rows": r["clean"], "path": r["path"]} for r in reports}}
+        outlet_events[validated_asset()].extra = summary
+        return summary
+
+    parent = start()
+    domains = plan()
+    collected = collect.partial(parent=parent).expand(domain=domains)
+    publish(validate.partial(parent=parent).expand(domain=collected))
+
+
+collect_and_validate()
