@@ -74,6 +74,7 @@ test-fast: setup
 
 bench: setup
 	python bench/sandbox_overhead.py
+	python bench/env_throughput.py
 	python bench/stage_timings.py
 
 mlflow: setup
