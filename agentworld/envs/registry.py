@@ -114,6 +114,11 @@ register(EnvSpec("textworld", "TextWorld (games generated locally with tw-make):
                  _lazy(_TEXTWORLD, "probe"), _lazy(_TEXTWORLD, "textworld_policy")))
 
 
+_SEARCH = "agentworld.envs.search_env"
+register(EnvSpec("search", "SQLite FTS5 (BM25) search engine over CPython's documentation (pydoc topics and "
+                 "~150 stdlib modules): search/open/find_in_page/next_page/answer, questions verified in the corpus",
+                 _lazy(_SEARCH, "factory"), _lazy(_SEARCH, "probe"), _lazy(_SEARCH, "search_policy")))
+
 # ---------------------------------------------------------------- android: listed, never faked
 ANDROID_NEEDS = ("emulator", "adb")
 

@@ -57,6 +57,10 @@ class DomainRule:
 
 
 DOMAIN_RULES: tuple[DomainRule, ...] = (
+    DomainRule("search", "a search answers with a ranked result list, 'No results' or the engine's error", "regex",
+               r"^(?:Results \d+-\d+ of \d+ for \"|No results for \"|Error: )", verbs=("search",)),
+    DomainRule("search", "an opened page starts with its id and a page marker", "regex",
+               r"^(?:\[[a-z]+:[^\]]+\] .*\n\[page \d+/\d+\]|Error: )", verbs=("open",)),
     DomainRule("textworld", "the game answers every command with some text", "non_empty"),
     DomainRule("scienceworld", "the simulator answers every action with some text", "non_empty"),
 )

@@ -257,7 +257,10 @@ def _to_failure(item: Any, frame: pd.DataFrame) -> Failure:
             rows[index] = (str(value), f"lone surrogate (not valid UTF-8) in {value}")
         else:
             row = frame.loc[index]
-            rows[index] = (field_name, _row_reason(name, {**config.kwargs, "meta": config.meta}, row, value))
+            reason = _row_reason(name, config.kwargs, row, value)
+            if (config.meta or {}).get("domain"):  # a per-domain rule: say which, and why
+                reason += f" ({config.meta['notes']})"
+            rows[index] = (field_name, reason)
     if not rows and name not in _KEEP_FIRST:  # failed yet named no row: fail closed
         return Failure(name, field_name, None, f"{name} failed without naming rows")
     return Failure(name, field_name, rows, f"{name} failed on {len(rows)} row(s)")
@@ -274,10 +277,9 @@ def _row_reason(name: str, kwargs: Mapping[str, Any], row: pd.Series, value: Any
         low, high = kwargs.get("min_value"), kwargs.get("max_value")
         return f"{_describe(value)} is outside [{low}, {high}]"
     if name == "expect_column_values_to_match_regex":
-        return (f"{_describe(value)} does not match {kwargs['regex']!r} "
-                f"({(kwargs.get('meta') or {}).get('notes', 'domain rule')})")
+        return f"{_describe(value)} does not match {kwargs['regex']!r}"
     if name == "expect_column_values_to_be_json_parseable":
-        return f"{_describe(value)} is not valid JSON ({(kwargs.get('meta') or {}).get('notes', 'domain rule')})"
+        return f"{_describe(value)} is not valid JSON"
     if name == "expect_column_values_to_not_be_null":
         return "value is null/NaN"
     if name == "expect_column_pair_values_a_to_be_greater_than_b":
