@@ -114,10 +114,20 @@ register(EnvSpec("textworld", "TextWorld (games generated locally with tw-make):
                  _lazy(_TEXTWORLD, "probe"), _lazy(_TEXTWORLD, "textworld_policy")))
 
 
+_OS = "agentworld.envs.os_env"
+register(EnvSpec("os", "system administration on a seeded Linux server (bubblewrap, no network, root of a user "
+                 "namespace): users/groups, permissions, processes, systemd units, disk usage, logs, dpkg, cron",
+                 _lazy(_OS, "factory"), _lazy(_OS, "probe"), _lazy(_OS, "os_policy")))
+
 _SEARCH = "agentworld.envs.search_env"
 register(EnvSpec("search", "SQLite FTS5 (BM25) search engine over CPython's documentation (pydoc topics and "
                  "~150 stdlib modules): search/open/find_in_page/next_page/answer, questions verified in the corpus",
                  _lazy(_SEARCH, "factory"), _lazy(_SEARCH, "probe"), _lazy(_SEARCH, "search_policy")))
+
+_MCP = "agentworld.envs.mcp.env"
+register(EnvSpec("mcp", "SaaS apps behind real MCP servers (official SDK over stdio): issue tracker, CRM and online "
+                 "shop on seeded SQLite; tool calls as JSON, verified on the database",
+                 _lazy(_MCP, "factory"), _lazy(_MCP, "probe"), _lazy(_MCP, "mcp_policy")))
 
 # ---------------------------------------------------------------- android: listed, never faked
 ANDROID_NEEDS = ("emulator", "adb")

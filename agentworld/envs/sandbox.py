@@ -176,9 +176,22 @@ class Sandbox:
     """
 
     def __init__(self, params: SandboxParams | None = None, *, disk_mb: int = 128,
-                 base_dir: str | os.PathLike[str] | None = None) -> None:
+                 base_dir: str | os.PathLike[str] | None = None, inside_uid: int = INSIDE_UID,
+                 hostname: str = "sandbox", env: Mapping[str, str] | None = None,
+                 writable_dirs: tuple[str, ...] = (), ro_binds: Mapping[str, str] | None = None) -> None:
+        """`inside_uid`: the agent's uid (0 = root of the user namespace, all capabilities dropped);
+        `env`: overrides of BASE_ENV; `writable_dirs`: top-level dirs of `/` (e.g. "etc", "var")
+        that are per-episode and writable by the agent (seed them with `write_system_files`)."""
         self.params = params or SandboxParams()
         self.disk_mb = disk_mb
+        self.inside_uid = inside_uid
+        self.hostname = hostname
+        self.env = {**BASE_ENV, **(env or {})}
+        self.writable_dirs = tuple(d.strip("/") for d in writable_dirs)
+        # `ro_binds`: extra read-only binds {host path: absolute sandbox path} (e.g. a tool library)
+        self.ro_binds = {str(host): "/" + inside.strip("/") for host, inside in (ro_binds or {}).items()}
+        if any(not d or "/" in d or d in ("usr", "proc", "dev", "tmp") for d in self.writable_dirs):
+            raise ValueError(f"writable_dirs must be top-level dirs other than usr/proc/dev/tmp: {writable_dirs!r}")
         self._base_dir = Path(base_dir or tempfile.gettempdir())
         self._root: Path | None = None
         self._mounted = False
@@ -205,7 +218,9 @@ class Sandbox:
             (root / name).mkdir(mode=mode)
             os.chmod(root / name, mode)
             os.chown(root / name, self._host_uid, self._host_uid)
-        _build_rootfs(root / "rootfs")
+        _build_rootfs(root / "rootfs", self.writable_dirs + tuple(t.lstrip("/") for t in self.ro_binds.values()))
+        for name in self.writable_dirs:
+            _chown_tree(root / "rootfs" / name, self._host_uid)
         (root / "restore.sh").write_text(_RESTORE_SCRIPT)
         (root / "check.sh").write_text(_CHECK_SCRIPT)
         probe = self.run("true", persist=False)
@@ -266,6 +281,27 @@ class Sandbox:
             os.chmod(path, mode)
             os.chown(path, self._host_uid, self._host_uid)
 
+    def system_path(self, inside: str) -> Path:
+        """Host path of an absolute sandbox path under one of the `writable_dirs`."""
+        rel = Path(inside.lstrip("/"))
+        if not rel.parts or rel.parts[0] not in self.writable_dirs or ".." in rel.parts:
+            raise ValueError(f"{inside!r} is not under a writable dir ({', '.join(self.writable_dirs) or 'none'})")
+        return self._require_root() / "rootfs" / rel
+
+    def write_system_files(self, files: Mapping[str, str | bytes], mode: int = 0o644) -> None:
+        """Seed files at absolute sandbox paths under the `writable_dirs` (parents are created)."""
+        for inside, content in files.items():
+            path = self.system_path(inside)
+            top = self._require_root() / "rootfs" / path.relative_to(self._require_root() / "rootfs").parts[0]
+            for parent in reversed(path.relative_to(top).parents):
+                if parent != Path("."):
+                    (top / parent).mkdir(exist_ok=True)
+                    os.chown(top / parent, self._host_uid, self._host_uid)
+            data = content.encode() if isinstance(content, str) else content
+            path.write_bytes(data)
+            os.chmod(path, mode)
+            os.chown(path, self._host_uid, self._host_uid)
+
     def cwd(self) -> str:
         """The shell's working directory as saved after the last persisted command."""
         state = self._require_root() / "control" / "state.sh"
@@ -283,7 +319,7 @@ class Sandbox:
         """
         root = self._require_root()
         digest = hashlib.blake2b(digest_size=16)
-        for top in ("workspace", "home", "tmp"):
+        for top in ("workspace", "home", "tmp", *(f"rootfs/{d}" for d in self.writable_dirs)):
             for dirpath, dirnames, filenames in os.walk(root / top):
                 dirnames.sort()
                 for name in [".", *sorted(filenames), *dirnames]:
@@ -336,9 +372,15 @@ class Sandbox:
         limits = ["prlimit", f"--as={p.memory_mb * 2**20}", f"--fsize={p.file_size_mb * 2**20}",
                   f"--nproc={nproc}", "--core=0", "--"]
         bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
-                 "--hostname", "sandbox", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
+                 "--hostname", self.hostname, "--uid", str(self.inside_uid), "--gid", str(self.inside_uid),
                  "--ro-bind", str(root / "rootfs"), "/",
                  "--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/local", "--remount-ro", "/usr/local"]
+        if self.inside_uid == 0:  # root of the user namespace, but with no capabilities at all
+            bwrap[1:1] = ["--cap-drop", "ALL"]
+        for name in self.writable_dirs:
+            bwrap += ["--bind", str(root / "rootfs" / name), f"/{name}"]
+        for host, inside in self.ro_binds.items():
+            bwrap += ["--ro-bind", host, inside]
         for name in ETC_BINDS:
             if os.path.exists(f"/etc/{name}"):
                 bwrap += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
@@ -349,7 +391,7 @@ class Sandbox:
                   "--bind", str(root / "control"), CONTROL,
                   "--ro-bind", str(root / ("restore.sh" if persist else "check.sh")), BASH_ENV_PATH,
                   "--chdir", WORKDIR, "--clearenv"]
-        for key, value in BASE_ENV.items():
+        for key, value in self.env.items():
             bwrap += ["--setenv", key, value]
         bwrap += ["--setenv", "BASH_ENV", BASH_ENV_PATH, "--", "/bin/bash", "-c", command, "bash"]
         return limits + bwrap
@@ -430,13 +472,13 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _build_rootfs(rootfs: Path) -> None:
+def _build_rootfs(rootfs: Path, extra_dirs: tuple[str, ...] = ()) -> None:
     """The sandbox's read-only `/`: mount points, system symlinks, synthetic /etc files.
 
     A skeleton on the host (rather than bwrap's fresh tmpfs) gives `/`, `/etc`, `/home` and
     friends fixed mtimes, so `ls -la` prints the same bytes on every run.
     """
-    dirs = ["usr", "etc", "proc", "dev", "tmp", "workspace", HOME.lstrip("/"), CONTROL.lstrip("/")]
+    dirs = ["usr", "etc", "proc", "dev", "tmp", "workspace", HOME.lstrip("/"), CONTROL.lstrip("/"), *extra_dirs]
     dirs += [f"etc/{name}" for name in ETC_BINDS if os.path.isdir(f"/etc/{name}")]
     for rel in dirs:
         (rootfs / rel).mkdir(parents=True, exist_ok=True)
@@ -452,6 +494,12 @@ def _build_rootfs(rootfs: Path) -> None:
         os.symlink(target, rootfs / link)
     for path in sorted(rootfs.rglob("*"), reverse=True) + [rootfs]:
         os.utime(path, (FIXED_EPOCH, FIXED_EPOCH), follow_symlinks=False)
+
+
+def _chown_tree(top: Path, uid: int) -> None:
+    """Give a seeded rootfs dir to the sandbox uid (symlinks themselves, not their targets)."""
+    for path in [top, *top.rglob("*")]:
+        os.chown(path, uid, uid, follow_symlinks=False)
 
 
 def _traversable_by_others(path: Path) -> bool:

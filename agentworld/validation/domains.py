@@ -57,6 +57,8 @@ class DomainRule:
 
 
 DOMAIN_RULES: tuple[DomainRule, ...] = (
+    DomainRule("mcp", "every answer is a JSON tool result", "json"),
+    DomainRule("mcp", "a tool result says whether it is an error", "regex", r'^\{.*"isError":(?:true|false)'),
     DomainRule("search", "a search answers with a ranked result list, 'No results' or the engine's error", "regex",
                r"^(?:Results \d+-\d+ of \d+ for \"|No results for \"|Error: )", verbs=("search",)),
     DomainRule("search", "an opened page starts with its id and a page marker", "regex",
