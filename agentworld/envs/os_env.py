@@ -34,16 +34,11 @@ from agentworld.envs.os_tasks import (
     render_world,
 )
 from agentworld.envs.sandbox import FIXED_EPOCH, CommandResult, Sandbox, SandboxError, sandbox_available
+from agentworld.data.prompts import DOMAIN_SYSTEM_PROMPTS
 
 __all__ = ["DOMAIN", "SYSTEM_PROMPT", "OsEnv", "factory", "os_policy", "probe"]
 
-SYSTEM_PROMPT = (
-    "You are a world model of a Linux server's root shell: bash as root in a sandbox with no network, "
-    "holding users and groups, systemd unit files, cron jobs, logs under /var/log, a dpkg package "
-    "database and application files under /opt and /srv. Given the administrator's command, answer "
-    "with exactly what the shell prints (stdout and stderr), nothing else; the actions `answer ...`, "
-    "`submit` and `exit` end the episode and print nothing. Keep the system's state consistent across turns."
-)
+SYSTEM_PROMPT = DOMAIN_SYSTEM_PROMPTS[DOMAIN]  # the world-model prompt (agentworld/data/prompts.py)
 WRITABLE_DIRS = ("etc", "var", "srv", "opt", "root", "run")
 ROOT_HOME = "/root"
 ROOT_ENV = {"HOME": ROOT_HOME, "USER": "root", "LOGNAME": "root"}

@@ -29,15 +29,10 @@ from typing import Any
 from agentworld.envs.base import Task, TextEnv
 from agentworld.envs.behaviour import Policy, behaviour_policy
 from agentworld.envs import search_corpus
+from agentworld.data.prompts import DOMAIN_SYSTEM_PROMPTS
 
 DOMAIN = "search"
-SYSTEM_PROMPT = (
-    "You are a world model of a full-text search engine (SQLite FTS5 with BM25 ranking) over the "
-    "Python standard library's documentation: reference topics, module pages and function/class "
-    "pages, each with an id such as module:json. Given the agent's action (search, open, "
-    "find_in_page, next_page or answer), answer with exactly what the engine returns: ranked results "
-    "with snippets, a page of a document, matching lines, or the engine's error message."
-)
+SYSTEM_PROMPT = DOMAIN_SYSTEM_PROMPTS[DOMAIN]  # the world-model prompt (agentworld/data/prompts.py)
 
 VALID_ACTIONS = "search(<query>), open(<doc_id>), find_in_page(<text>), next_page(), answer(<text>)"
 TOP_K = 8

@@ -63,6 +63,8 @@ DOMAIN_RULES: tuple[DomainRule, ...] = (
                r"^(?:Results \d+-\d+ of \d+ for \"|No results for \"|Error: )", verbs=("search",)),
     DomainRule("search", "an opened page starts with its id and a page marker", "regex",
                r"^(?:\[[a-z]+:[^\]]+\] .*\n\[page \d+/\d+\]|Error: )", verbs=("open",)),
+    DomainRule("os", "ending the episode (answer, submit, exit) prints nothing", "regex", r"^$",
+               verbs=("answer", "submit", "exit", "logout")),
     DomainRule("textworld", "the game answers every command with some text", "non_empty"),
     DomainRule("scienceworld", "the simulator answers every action with some text", "non_empty"),
 )

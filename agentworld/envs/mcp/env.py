@@ -31,17 +31,11 @@ from agentworld.envs.mcp.apps import APP_NAMES, app_module
 from agentworld.envs.mcp.client import McpClient, McpClientError
 from agentworld.envs.mcp.seed import write_database
 from agentworld.envs.mcp.tasks import DOMAIN, generate_task
+from agentworld.data.prompts import DOMAIN_SYSTEM_PROMPTS
 
 __all__ = ["DOMAIN", "SYSTEM_PROMPT", "McpEnv", "factory", "mcp_policy", "probe", "render"]
 
-SYSTEM_PROMPT = (
-    "You are a world model of SaaS applications exposed as MCP tool servers: an issue tracker, a CRM and "
-    "an online shop, each backed by its own database. Given the agent's tool call as a JSON object "
-    "{\"tool\": ..., \"arguments\": {...}}, answer with exactly the JSON the environment returns: "
-    "{\"isError\":false,\"result\":...} with the tool's result, or {\"isError\":true,\"error\":...} with the "
-    "server's error message (not found, validation failed, permission denied, rate limit exceeded). "
-    "Keep the application's data consistent across turns: changes made by earlier calls persist."
-)
+SYSTEM_PROMPT = DOMAIN_SYSTEM_PROMPTS[DOMAIN]  # the world-model prompt (agentworld/data/prompts.py)
 END_ACTIONS = frozenset({"submit", "exit"})
 OBSERVATION_MAX_CHARS = 4000
 INSTALL_HINT = "pip install mcp==2.3.0"
