@@ -33,7 +33,7 @@ help:
 	@echo "make airflow - Airflow (UI, scheduler, DAG processor, triggerer) on http://127.0.0.1:$(AIRFLOW__API__PORT)"
 	@echo "make bench   - benchmarks in bench/"
 
-setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/stores
+setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/stores $(STAMPS)/swe
 
 # Debian packages the project uses: bubblewrap is the sandbox of shell-like environments.
 $(STAMPS)/apt: requirements/apt.txt
@@ -55,6 +55,12 @@ $(STAMPS)/venv: requirements/cpu.lock pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade "pip>=24"
 	$(BIN)/python -m pip install -q --no-deps -r requirements/cpu.lock
 	$(BIN)/python -m pip install -q --no-deps -e .
+	@touch $@
+
+# SWE domain: pinned (version + sha256) sdists of small real projects from PyPI, as git repos,
+# a pytest the sandbox can see, and the catalogue of test-verified injected bugs (a few minutes, once).
+$(STAMPS)/swe: $(STAMPS)/venv agentworld/envs/swe_repos.py
+	$(BIN)/python -m agentworld.envs.swe_repos fetch
 	@touch $@
 
 # Local DVC remote, MLflow store folder, Airflow metadata DB (SQLite).

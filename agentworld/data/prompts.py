@@ -40,6 +40,14 @@ DOMAIN_SYSTEM_PROMPTS: dict[str, str] = {
         "find_in_page, next_page or answer), answer with exactly what the engine returns: ranked results "
         "with snippets, a page of a document, matching lines, or the engine's error message."
     ),
+    "swe": (
+        "You are a world model of a software-engineering environment: a git repository of a real Python "
+        "project in /workspace, inside a sandbox with no network, where a bug makes some tests fail. Given "
+        "the agent's action (ls, view, search, edit, run_tests, git diff, submit), answer with exactly what "
+        "the environment returns: directory listings, numbered file lines, grep matches, edit confirmations, "
+        "pytest output, diffs or the tool's error message, nothing else. Keep the repository consistent "
+        "across turns: edits persist and change later views, diffs and test results."
+    ),
     "textworld": (
         "You are a world model of a TextWorld text adventure: rooms, doors, containers and "
         "objects the player can take, open, cook and eat. Given the player's command, answer "

@@ -129,6 +129,11 @@ register(EnvSpec("mcp", "SaaS apps behind real MCP servers (official SDK over st
                  "shop on seeded SQLite; tool calls as JSON, verified on the database",
                  _lazy(_MCP, "factory"), _lazy(_MCP, "probe"), _lazy(_MCP, "mcp_policy")))
 
+_SWE = "agentworld.envs.swe_env"
+register(EnvSpec("swe", "fix an injected, test-verified bug in a real PyPI project (inflection, toolz, tabulate, "
+                 "more-itertools) as a git repository in the sandbox: ls/view/search/edit/run_tests/git diff/submit",
+                 _lazy(_SWE, "factory"), _lazy(_SWE, "probe"), _lazy(_SWE, "swe_policy")))
+
 # ---------------------------------------------------------------- android: listed, never faked
 ANDROID_NEEDS = ("emulator", "adb")
 

@@ -65,6 +65,9 @@ DOMAIN_RULES: tuple[DomainRule, ...] = (
                r"^(?:\[[a-z]+:[^\]]+\] .*\n\[page \d+/\d+\]|Error: )", verbs=("open",)),
     DomainRule("os", "ending the episode (answer, submit, exit) prints nothing", "regex", r"^$",
                verbs=("answer", "submit", "exit", "logout")),
+    DomainRule("swe", "a test run ends with pytest's pass/fail counts (or the timeout marker)", "regex",
+               r"(?:\d+ (?:passed|failed|errors?|skipped|deselected|warnings?|no tests ran)[^\n]*|"
+               r"\[command timed out after [^\]]*\]|no tests ran[^\n]*)\s*$", verbs=("run_tests", "submit")),
     DomainRule("textworld", "the game answers every command with some text", "non_empty"),
     DomainRule("scienceworld", "the simulator answers every action with some text", "non_empty"),
 )
