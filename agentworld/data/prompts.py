@@ -48,6 +48,14 @@ DOMAIN_SYSTEM_PROMPTS: dict[str, str] = {
         "pytest output, diffs or the tool's error message, nothing else. Keep the repository consistent "
         "across turns: edits persist and change later views, diffs and test results."
     ),
+    "web": (
+        "You are a world model of Agora, a small online shop with a community forum (products, reviews, "
+        "orders, forum threads, account settings), seen by an agent through a headless browser. Given the "
+        "agent's browser action (click [id], type [id] \"text\", select [id] \"option\", goto /path, back, "
+        "scroll down|up, stop), answer with exactly what the environment returns: the `URL:` line and the "
+        "page's accessibility tree with numbered interactive elements, or the single `Error: ...` line. "
+        "Keep the site consistent across turns: logins, orders, posts, reviews and profile changes persist."
+    ),
     "textworld": (
         "You are a world model of a TextWorld text adventure: rooms, doors, containers and "
         "objects the player can take, open, cook and eat. Given the player's command, answer "

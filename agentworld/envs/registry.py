@@ -134,6 +134,11 @@ register(EnvSpec("swe", "fix an injected, test-verified bug in a real PyPI proje
                  "more-itertools) as a git repository in the sandbox: ls/view/search/edit/run_tests/git diff/submit",
                  _lazy(_SWE, "factory"), _lazy(_SWE, "probe"), _lazy(_SWE, "swe_policy")))
 
+_WEB = "agentworld.envs.web.env"
+register(EnvSpec("web", "Agora, a Flask shop and forum on seeded SQLite, in headless Chromium via Playwright: login, "
+                 "search, orders, reviews, forum posts, account settings; accessibility-tree observations",
+                 _lazy(_WEB, "factory"), _lazy(_WEB, "probe"), _lazy(_WEB, "web_policy")))
+
 # ---------------------------------------------------------------- android: listed, never faked
 ANDROID_NEEDS = ("emulator", "adb")
 

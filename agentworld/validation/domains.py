@@ -68,6 +68,9 @@ DOMAIN_RULES: tuple[DomainRule, ...] = (
     DomainRule("swe", "a test run ends with pytest's pass/fail counts (or the timeout marker)", "regex",
                r"(?:\d+ (?:passed|failed|errors?|skipped|deselected|warnings?|no tests ran)[^\n]*|"
                r"\[command timed out after [^\]]*\]|no tests ran[^\n]*)\s*$", verbs=("run_tests", "submit")),
+    DomainRule("web", "a browser action answers with the page's accessibility tree or one error line", "regex",
+               r"^(?:URL: /\S*|Error: [^\n]+$)", verbs=("click", "type", "select", "goto", "back", "scroll")),
+    DomainRule("web", "stop ends the episode", "regex", r"^(?:Episode ended\.|Error: [^\n]+)$", verbs=("stop",)),
     DomainRule("textworld", "the game answers every command with some text", "non_empty"),
     DomainRule("scienceworld", "the simulator answers every action with some text", "non_empty"),
 )
