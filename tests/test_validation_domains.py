@@ -42,7 +42,7 @@ def _broken(domain: str, rows):
 def test_real_rows_pass_and_a_broken_row_is_quarantined(domain: str, tmp_path: Path):
     if domain not in AVAILABLE:
         pytest.skip(f"{domain} unavailable here")
-    params = CollectParams(domains=[domain], episodes_per_domain=6, max_steps=6, workers=1)
+    params = CollectParams(domains=[domain], episodes_per_domain=4, max_steps=6, workers=1)
     rows = collect_parallel(domain, params, SandboxParams(), progress=False)
     source = tmp_path / "rows.jsonl"
     write_jsonl(source, rows)

@@ -9,6 +9,7 @@ observation and action spaces are free text.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,3 +56,27 @@ class TextEnv(gym.Env[str, str]):
 
     def close(self) -> None:  # noqa: D401 - gym signature
         """Release processes, temp dirs, connections."""
+
+    def episode_task(self, seed: int | None, options: dict[str, Any] | None,
+                     generate: Callable[[int, dict[str, Any]], Task]) -> Task:
+        """The episode's task: `options["task"]` when given, else `generate(task_seed, options)`.
+
+        The task seed is the episode seed, or drawn from the env's RNG when reset() got none,
+        so `reset(seed=s)` always means the same task.
+        """
+        options = options or {}
+        task = options.get("task")
+        if task is None:
+            task_seed = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
+            task = generate(task_seed, options)
+        if not isinstance(task, Task) or task.domain != self.domain:
+            raise ValueError(f"options['task'] must be a {self.domain} Task, got {task!r}")
+        return task
+
+
+def pick_template(task_seed: int, options: dict[str, Any], templates: Sequence[str] | None) -> str | None:
+    """`options["template"]`, else the seed's pick among the env's `templates`, else None (any)."""
+    template = options.get("template")
+    if template is None and templates:
+        template = templates[task_seed % len(templates)]
+    return template

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from agentworld.config import SandboxParams
-from agentworld.envs.base import Task, TextEnv
+from agentworld.envs.base import Task, TextEnv, pick_template
 from agentworld.envs.behaviour import Policy, behaviour_policy
 from agentworld.envs.os_tasks import (
     DOMAIN,
@@ -92,16 +92,8 @@ class OsEnv(TextEnv):
     # ----------------------------------------------------------------- protocol
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        task = options.get("task")
-        if task is None:
-            task_seed = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-            template = options.get("template")
-            if template is None and self.templates:
-                template = self.templates[task_seed % len(self.templates)]
-            task = generate_task(task_seed, template)
-        if not isinstance(task, Task) or task.domain != self.domain:
-            raise ValueError(f"options['task'] must be an os Task, got {task!r}")
+        task = self.episode_task(
+            seed, options, lambda s, o: generate_task(s, pick_template(s, o, self.templates)))
         self._close_sandbox()
         self._sandbox = Sandbox(self.sandbox_params, inside_uid=0, hostname=HOSTNAME, env=ROOT_ENV,
                                 writable_dirs=WRITABLE_DIRS)
@@ -297,10 +289,10 @@ class _OsVocabulary:
                                f"userdel {ghost}", f"passwd -S {ghost}"))
         if kind == 1:  # bad arguments
             return rng.choice((f"chmod 999 {self.path(rng)}", f"chmod u+q {self.path(rng)}", f"useradd {user}",
-                               f"groupadd {group}", f"usermod -s {user}", "kill -FOO 1", f"du --max-depht=1 /srv",
+                               f"groupadd {group}", f"usermod -s {user}", "kill -FOO 1", "du --max-depht=1 /srv",
                                "find /opt -perm 99999", "ps --bogus", f"dpkg -l --long {pkg}", "stat",
                                f"ln -s /etc/systemd/system/{svc}.service /etc/systemd/system/{svc}.service",
-                               f"grep -E '(' /etc/passwd", "sort -k /etc/passwd", "date -d yesterday-ish"))
+                               "grep -E '(' /etc/passwd", "sort -k /etc/passwd", "date -d yesterday-ish"))
         if kind == 2:  # missing files
             return rng.choice((f"cat /etc/systemd/system/{ghost}.service", f"cat /run/{ghost}.pid",
                                "cat /var/log/messages", "tail /var/log/nginx/error.log", f"ls /home/{user}",

@@ -797,7 +797,7 @@ def _status_count(rng: random.Random, w: World) -> Spec:
 @template("first_error", "logs")
 def _first_error(rng: random.Random, w: World) -> Spec:
     line = next(line for line in w.syslog if ": error: " in line)
-    when, svc = line.split()[2], line.split()[4].split("[")[0]
+    when = line.split()[2]
     return Spec("At what time (HH:MM:SS) was the first error-level message logged in /var/log/syslog? "
                 "Answer with `answer <HH:MM:SS>`.",
                 ["grep -m1 ': error: ' /var/log/syslog", _answer(when)], _text(when, f"{LOG_DAY} {when}"))

@@ -327,13 +327,8 @@ class SearchEnv(TextEnv):
     # ----------------------------------------------------------------- protocol
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        task = options.get("task")
-        if task is None:
-            task_seed = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-            task = self.generate_task(task_seed, options.get("kind"))
-        if not isinstance(task, Task) or task.domain != self.domain:
-            raise ValueError(f"options['task'] must be a search Task, got {task!r}")
+        task = self.episode_task(
+            seed, options, lambda s, o: self.generate_task(s, o.get("kind")))
         self.engine  # noqa: B018
         self.task, self._done, self._steps, self._page = task, False, 0, None
         observation = f"{task.instruction}\n\nActions: {VALID_ACTIONS}"

@@ -141,7 +141,7 @@ def truncate(text: str, limit: int = MAX_OBS_CHARS, *, middle: bool = False) -> 
     if len(text) <= limit:
         return text
     if not middle:
-        marker = f"\n[... {{}} more characters truncated ...]"
+        marker = "\n[... {} more characters truncated ...]"
         keep = limit - len(marker.format(len(text)))
         return text[:keep] + marker.format(len(text) - keep)
     marker = "\n[... {} characters truncated ...]\n"
@@ -188,13 +188,8 @@ class SweEnv(TextEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        task = options.get("task")
-        if task is None:
-            task_seed = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-            task = self.task_for_seed(task_seed, options.get("project"))
-        if not isinstance(task, Task) or task.domain != self.domain:
-            raise ValueError(f"options['task'] must be a swe Task, got {task!r}")
+        task = self.episode_task(
+            seed, options, lambda s, o: self.task_for_seed(s, o.get("project")))
         self._prepare(task)
         self.task, self._done, self._steps = task, False, 0
         info = {"task_id": task.task_id, "project": task.setup["project"], "mutation": task.setup["mutation"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentworld.config import SandboxParams
-from agentworld.envs.base import Task, TextEnv
+from agentworld.envs.base import Task, TextEnv, pick_template
 from agentworld.envs.sandbox import FIXED_EPOCH, HOME, WORKDIR, CommandResult, Sandbox, SandboxError
 from agentworld.envs.terminal_tasks import generate_task
 
@@ -44,16 +44,8 @@ class TerminalEnv(TextEnv):
     # ----------------------------------------------------------------- protocol
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        task = options.get("task")
-        if task is None:
-            task_seed = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-            template = options.get("template")
-            if template is None and self.templates:
-                template = self.templates[task_seed % len(self.templates)]
-            task = generate_task(task_seed, template)
-        if not isinstance(task, Task) or task.domain != self.domain:
-            raise ValueError(f"options['task'] must be a terminal Task, got {task!r}")
+        task = self.episode_task(
+            seed, options, lambda s, o: generate_task(s, pick_template(s, o, self.templates)))
         self._close_sandbox()
         self._sandbox = Sandbox(self.sandbox_params)
         self._sandbox.start()

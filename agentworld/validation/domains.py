@@ -65,9 +65,11 @@ DOMAIN_RULES: tuple[DomainRule, ...] = (
                r"^(?:\[[a-z]+:[^\]]+\] .*\n\[page \d+/\d+\]|Error: )", verbs=("open",)),
     DomainRule("os", "ending the episode (answer, submit, exit) prints nothing", "regex", r"^$",
                verbs=("answer", "submit", "exit", "logout")),
-    DomainRule("swe", "a test run ends with pytest's pass/fail counts (or the timeout marker)", "regex",
+    DomainRule("swe", "a test run ends with pytest's pass/fail counts (or the timeout marker); a misused "
+               "action gets one usage error line", "regex",
                r"(?:\d+ (?:passed|failed|errors?|skipped|deselected|warnings?|no tests ran)[^\n]*|"
-               r"\[command timed out after [^\]]*\]|no tests ran[^\n]*)\s*$", verbs=("run_tests", "submit")),
+               r"\[command timed out after [^\]]*\]|no tests ran[^\n]*)\s*$|^error: [^\n]+$",
+               verbs=("run_tests", "submit")),
     DomainRule("web", "a browser action answers with the page's accessibility tree or one error line", "regex",
                r"^(?:URL: /\S*|Error: [^\n]+$)", verbs=("click", "type", "select", "goto", "back", "scroll")),
     DomainRule("web", "stop ends the episode", "regex", r"^(?:Episode ended\.|Error: [^\n]+)$", verbs=("stop",)),

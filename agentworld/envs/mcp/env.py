@@ -150,14 +150,9 @@ class McpEnv(TextEnv):
     # ------------------------------------------------------------------ protocol
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        task = options.get("task")
-        if task is None:
-            task_seed = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-            app = options.get("app") or self.apps[task_seed % len(self.apps)]
-            task = generate_task(task_seed, app, options.get("kind"))
-        if not isinstance(task, Task) or task.domain != self.domain:
-            raise ValueError(f"options['task'] must be an mcp Task, got {task!r}")
+        task = self.episode_task(
+            seed, options,
+            lambda s, o: generate_task(s, o.get("app") or self.apps[s % len(self.apps)], o.get("kind")))
         app = task.setup["app"]
         write_database(app, int(task.setup["data_seed"]), self._db_path(app))
         client = self._client(app)

@@ -34,7 +34,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from agentworld.envs.base import Task, TextEnv
+from agentworld.envs.base import Task, TextEnv, pick_template
 from agentworld.envs.behaviour import Policy, behaviour_policy
 from agentworld.envs.web.tasks import DOMAIN, TEMPLATES, check, generate_task
 from agentworld.data.prompts import DOMAIN_SYSTEM_PROMPTS
@@ -181,16 +181,8 @@ class WebEnv(TextEnv):
     # ------------------------------------------------------------------ protocol
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        task = options.get("task")
-        if task is None:
-            task_seed = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-            template = options.get("template")
-            if template is None and self.templates:
-                template = self.templates[task_seed % len(self.templates)]
-            task = generate_task(task_seed, template)
-        if not isinstance(task, Task) or task.domain != self.domain:
-            raise ValueError(f"options['task'] must be a web Task, got {task!r}")
+        task = self.episode_task(
+            seed, options, lambda s, o: generate_task(s, pick_template(s, o, self.templates)))
         from agentworld.envs.web.browser import BrowserError
         from agentworld.envs.web.seed import build_world, write_db
 

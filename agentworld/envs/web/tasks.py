@@ -40,7 +40,7 @@ THREAD_TITLES = ("Weekend project ideas", "Favourite shop finds this month", "Pa
 
 
 def _login(user: dict[str, Any]) -> list[str]:
-    return [f"goto /login", f'type [{LOGIN_USER}] "{user["username"]}"',
+    return ["goto /login", f'type [{LOGIN_USER}] "{user["username"]}"',
             f'type [{LOGIN_PASSWORD}] "{user["password"]}"', f"click [{LOGIN_BUTTON}]"]
 
 

@@ -8,6 +8,7 @@ replacing that file, so the long-lived server process never holds stale state.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,3 +110,8 @@ def latest_answer(conn: sqlite3.Connection) -> str | None:
 
 def normalise_answer(text: str) -> str:
     return " ".join(text.strip().strip(".").lower().replace("$", "").replace(",", "").split())
+
+
+def tool_action(tool: str, **arguments: Any) -> str:
+    """An agent action calling `tool`, in the canonical JSON the env parses (task solutions use it)."""
+    return json.dumps({"tool": tool, "arguments": arguments}, sort_keys=True)

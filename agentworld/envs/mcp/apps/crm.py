@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import sqlite3
 from typing import Annotated, Any, Literal
@@ -11,7 +10,7 @@ from pydantic import Field
 
 from mcp.server.mcpserver import MCPServer
 
-from agentworld.envs.mcp.apps.common import (AppDB, Limit, LongText, Query, RowId, add_submit_answer, denied,
+from agentworld.envs.mcp.apps.common import (tool_action, AppDB, Limit, LongText, Query, RowId, add_submit_answer, denied,
                                              invalid, latest_answer, like, normalise_answer, not_found, rows, tick)
 
 NAME = "crm"
@@ -210,10 +209,6 @@ KINDS = ("contact_and_call", "deal_stage", "close_won", "log_meeting", "update_p
          "lookup_email", "lookup_pipeline", "lookup_company_city")
 
 
-def _act(tool: str, **arguments: Any) -> str:
-    return json.dumps({"tool": tool, "arguments": arguments}, sort_keys=True)
-
-
 def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Random) -> tuple[str, dict[str, Any], list[str]]:
     companies = {c["id"]: c for c in data["companies"]}
     open_deals = [d for d in data["deals"] if d["stage"] in OPEN_STAGES]
@@ -227,53 +222,53 @@ def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Rand
         return (f"Add {first} {last} ({email}) as a new contact at {co['name']} (company id {co['id']}), "
                 f"then log a call with them with the note \"{note}\".",
                 {"kind": kind, "email": email, "company_id": co["id"], "text": note},
-                [_act("create_contact", first_name=first, last_name=last, email=email, company_id=co["id"]),
-                 _act("log_activity", contact_id=new_id, kind="call", note=note)])
+                [tool_action("create_contact", first_name=first, last_name=last, email=email, company_id=co["id"]),
+                 tool_action("log_activity", contact_id=new_id, kind="call", note=note)])
     if kind in ("deal_stage", "close_won"):
         deal = rng.choice(open_deals)
         stage = "won" if kind == "close_won" else rng.choice([s for s in OPEN_STAGES if s != deal["stage"]])
         words = "has been signed: mark it as won" if kind == "close_won" else f"should move to stage {stage}"
         return (f"The deal \"{deal['title']}\" (deal id {deal['id']}) {words}.",
                 {"kind": "deal_stage", "deal_id": deal["id"], "stage": stage},
-                [_act("list_deals", company_id=deal["company_id"]),
-                 _act("update_deal_stage", deal_id=deal["id"], stage=stage)])
+                [tool_action("list_deals", company_id=deal["company_id"]),
+                 tool_action("update_deal_stage", deal_id=deal["id"], stage=stage)])
     if kind == "log_meeting":
         c = rng.choice(data["contacts"])
         note = f"Meeting about {rng.choice(_DEALS).lower()} at {companies[c['company_id']]['city']} office"
         return (f"Log a meeting with {c['first_name']} {c['last_name']} of {companies[c['company_id']]['name']} "
                 f"with the note \"{note}\".",
                 {"kind": "activity", "contact_id": c["id"], "activity": "meeting", "text": note},
-                [_act("search_contacts", query=c["last_name"]),
-                 _act("log_activity", contact_id=c["id"], kind="meeting", note=note)])
+                [tool_action("search_contacts", query=c["last_name"]),
+                 tool_action("log_activity", contact_id=c["id"], kind="meeting", note=note)])
     if kind == "update_phone":
         c = rng.choice(data["contacts"])
         phone = f"+1 555 {rng.randint(100, 999)} {rng.randint(1000, 9999)}"
         return (f"{c['first_name']} {c['last_name']} (contact id {c['id']}) has a new phone number: {phone}. "
                 "Update the contact.",
                 {"kind": "phone", "contact_id": c["id"], "phone": phone},
-                [_act("get_contact", contact_id=c["id"]), _act("update_contact", contact_id=c["id"], phone=phone)])
+                [tool_action("get_contact", contact_id=c["id"]), tool_action("update_contact", contact_id=c["id"], phone=phone)])
     if kind == "lookup_email":
         c = rng.choice(data["contacts"])
         return (f"What is the email address of {c['first_name']} {c['last_name']} at "
                 f"{companies[c['company_id']]['name']}? Submit it with submit_answer.",
                 {"kind": "answer", "answer": c["email"]},
-                [_act("search_contacts", query=f"{c['first_name']} {c['last_name']}"),
-                 _act("submit_answer", answer=c["email"])])
+                [tool_action("search_contacts", query=f"{c['first_name']} {c['last_name']}"),
+                 tool_action("submit_answer", answer=c["email"])])
     if kind == "lookup_pipeline":
         co = rng.choice(data["companies"])
         total = sum(d["amount"] for d in open_deals if d["company_id"] == co["id"])
         return (f"What is the total amount of open deals (stages lead, qualified, proposal, negotiation) for "
                 f"{co['name']} (company id {co['id']})? Submit the number with submit_answer.",
                 {"kind": "answer", "answer": str(total)},
-                [_act("get_company", company_id=co["id"]), _act("submit_answer", answer=str(total))])
+                [tool_action("get_company", company_id=co["id"]), tool_action("submit_answer", answer=str(total))])
     if kind == "lookup_company_city":
         c = rng.choice(data["contacts"])
         city = companies[c["company_id"]]["city"]
         return (f"In which city is the company of contact {c['first_name']} {c['last_name']} (contact id {c['id']})? "
                 "Submit the city with submit_answer.",
                 {"kind": "answer", "answer": city},
-                [_act("get_contact", contact_id=c["id"]), _act("get_company", company_id=c["company_id"]),
-                 _act("submit_answer", answer=city)])
+                [tool_action("get_contact", contact_id=c["id"]), tool_action("get_company", company_id=c["company_id"]),
+                 tool_action("submit_answer", answer=city)])
     raise ValueError(f"unknown crm task kind {kind!r}")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import sqlite3
 from typing import Annotated, Any
@@ -11,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import MCPServer
 
-from agentworld.envs.mcp.apps.common import (AppDB, Limit, Query, RowId, add_submit_answer, denied, invalid,
+from agentworld.envs.mcp.apps.common import (tool_action, AppDB, Limit, Query, RowId, add_submit_answer, denied, invalid,
                                              latest_answer, like, normalise_answer, not_found, rows, tick)
 
 NAME = "shop"
@@ -207,10 +206,6 @@ KINDS = ("place_order", "place_order_multi", "restock", "cancel_order", "refund_
          "lookup_stock", "lookup_order_total", "lookup_order_count")
 
 
-def _act(tool: str, **arguments: Any) -> str:
-    return json.dumps({"tool": tool, "arguments": arguments}, sort_keys=True)
-
-
 def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Random) -> tuple[str, dict[str, Any], list[str]]:
     sellable = [p for p in data["products"] if p["active"] and p["stock"] >= 3]
     if kind in ("place_order", "place_order_multi"):
@@ -220,43 +215,43 @@ def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Rand
         what = " and ".join(f"{line['quantity']} x {p['name']} ({p['sku']})" for line, p in zip(lines, picks))
         return (f"Place an order for customer {c['name']} ({c['email']}): {what}.",
                 {"kind": "order", "customer_id": c["id"], "lines": {line["sku"]: line["quantity"] for line in lines}},
-                [_act("search_customers", query=c["email"]), _act("place_order", customer_id=c["id"], items=lines)])
+                [tool_action("search_customers", query=c["email"]), tool_action("place_order", customer_id=c["id"], items=lines)])
     if kind == "restock":
         p = rng.choice([p for p in data["products"] if p["active"]])
         n = rng.choice((10, 24, 50, 100, 120))
         return (f"A delivery of {n} units of {p['name']} ({p['sku']}) arrived. Restock the product.",
                 {"kind": "stock", "sku": p["sku"], "stock": p["stock"] + n},
-                [_act("get_product", sku=p["sku"]), _act("restock_product", sku=p["sku"], quantity=n)])
+                [tool_action("get_product", sku=p["sku"]), tool_action("restock_product", sku=p["sku"], quantity=n)])
     if kind == "cancel_order":
         o = rng.choice([o for o in data["orders"] if o["status"] in ("pending", "paid")])
         return (f"The customer asked to cancel order {o['id']}. Cancel it if it has not shipped.",
                 {"kind": "status", "order_id": o["id"], "status": "cancelled"},
-                [_act("get_order", order_id=o["id"]),
-                 _act("cancel_order", order_id=o["id"], reason="customer request")])
+                [tool_action("get_order", order_id=o["id"]),
+                 tool_action("cancel_order", order_id=o["id"], reason="customer request")])
     if kind == "refund_order":
         o = rng.choice([o for o in data["orders"] if o["status"] == "delivered"])
         reason = rng.choice(("item arrived damaged", "wrong size", "late delivery"))
         return (f"Refund order {o['id']}; the customer reports: {reason}.",
                 {"kind": "status", "order_id": o["id"], "status": "refunded"},
-                [_act("get_order", order_id=o["id"]), _act("refund_order", order_id=o["id"], reason=reason)])
+                [tool_action("get_order", order_id=o["id"]), tool_action("refund_order", order_id=o["id"], reason=reason)])
     if kind == "lookup_stock":
         p = rng.choice(data["products"])
         return (f"How many units of {p['name']} are in stock? Submit the number with submit_answer.",
                 {"kind": "answer", "answer": str(p["stock"])},
-                [_act("search_products", query=p["name"]), _act("submit_answer", answer=str(p["stock"]))])
+                [tool_action("search_products", query=p["name"]), tool_action("submit_answer", answer=str(p["stock"]))])
     if kind == "lookup_order_total":
         o = rng.choice(data["orders"])
         total = f"{o['total_cents'] / 100:.2f}"
         return (f"What is the total of order {o['id']} in dollars (e.g. 12.50)? Submit it with submit_answer.",
                 {"kind": "answer", "answer": total},
-                [_act("get_order", order_id=o["id"]), _act("submit_answer", answer=total)])
+                [tool_action("get_order", order_id=o["id"]), tool_action("submit_answer", answer=total)])
     if kind == "lookup_order_count":
         c = rng.choice(data["customers"])
         n = sum(1 for o in data["orders"] if o["customer_id"] == c["id"])
         return (f"How many orders has customer {c['name']} placed? Submit the number with submit_answer.",
                 {"kind": "answer", "answer": str(n)},
-                [_act("search_customers", query=c["name"]), _act("list_orders", customer_id=c["id"], limit=50),
-                 _act("submit_answer", answer=str(n))])
+                [tool_action("search_customers", query=c["name"]), tool_action("list_orders", customer_id=c["id"], limit=50),
+                 tool_action("submit_answer", answer=str(n))])
     raise ValueError(f"unknown shop task kind {kind!r}")
 
 

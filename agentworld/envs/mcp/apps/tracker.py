@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import sqlite3
 from typing import Annotated, Any, Literal
@@ -11,7 +10,7 @@ from pydantic import Field
 
 from mcp.server.mcpserver import MCPServer
 
-from agentworld.envs.mcp.apps.common import (AppDB, Limit, LongText, Query, RowId, ShortText, add_submit_answer,
+from agentworld.envs.mcp.apps.common import (tool_action, AppDB, Limit, LongText, Query, RowId, ShortText, add_submit_answer,
                                              denied, invalid, latest_answer, like, normalise_answer, not_found, rows,
                                              tick)
 
@@ -207,10 +206,6 @@ KINDS = ("close_with_comment", "reassign", "set_priority", "create_issue", "star
 READ_ONLY_TOOLS = ("list_projects", "list_users", "list_issues", "get_issue")
 
 
-def _act(tool: str, **arguments: Any) -> str:
-    return json.dumps({"tool": tool, "arguments": arguments}, sort_keys=True)
-
-
 def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Random) -> tuple[str, dict[str, Any], list[str]]:
     """(instruction, check, solution) of task `kind` over the seeded data."""
     live = {p["key"] for p in data["projects"] if not p["archived"]}
@@ -222,20 +217,20 @@ def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Rand
         note = f"Fixed in release {rng.randint(2, 9)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}"
         return (f"Close issue {it['id']} (\"{it['title']}\") and leave a comment saying \"{note}\".",
                 {"kind": kind, "issue_id": it["id"], "text": note},
-                [_act("get_issue", issue_id=it["id"]), _act("add_comment", issue_id=it["id"], body=note),
-                 _act("update_issue", issue_id=it["id"], status="closed")])
+                [tool_action("get_issue", issue_id=it["id"]), tool_action("add_comment", issue_id=it["id"], body=note),
+                 tool_action("update_issue", issue_id=it["id"], status="closed")])
     if kind == "reassign":
         it = rng.choice(open_issues)
         to = rng.choice([p for p in people if p != it["assignee"]])
         full = next(u["full_name"] for u in data["users"] if u["username"] == to)
         return (f"Reassign issue {it['id']} in project {it['project_key']} to {full}.",
                 {"kind": kind, "issue_id": it["id"], "assignee": to},
-                [_act("list_users"), _act("update_issue", issue_id=it["id"], assignee=to)])
+                [tool_action("list_users"), tool_action("update_issue", issue_id=it["id"], assignee=to)])
     if kind == "set_priority":
         it = rng.choice([i for i in open_issues if i["priority"] != "critical"])
         return (f"Issue {it['id']} (\"{it['title']}\") is blocking customers: raise its priority to critical.",
                 {"kind": kind, "issue_id": it["id"], "priority": "critical"},
-                [_act("update_issue", issue_id=it["id"], priority="critical")])
+                [tool_action("update_issue", issue_id=it["id"], priority="critical")])
     if kind == "create_issue":
         key = rng.choice(sorted(live))
         title = f"{rng.choice(_VERBS)} {rng.choice(_THINGS)} {rng.choice(_CONTEXTS)}"
@@ -243,25 +238,25 @@ def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Rand
         who = rng.choice(people)
         return (f"Create an issue in project {key} titled \"{title}\" with priority {prio}, assigned to {who}.",
                 {"kind": kind, "project_key": key, "title": title, "priority": prio, "assignee": who},
-                [_act("create_issue", project_key=key, title=title, priority=prio, assignee=who)])
+                [tool_action("create_issue", project_key=key, title=title, priority=prio, assignee=who)])
     if kind == "start_work":
         it = rng.choice([i for i in open_issues if i["status"] == "open"])
         return (f"Start working on issue {it['id']}: set it to in_progress and assign it to yourself (user 'agent').",
                 {"kind": kind, "issue_id": it["id"], "status": "in_progress", "assignee": ME},
-                [_act("get_issue", issue_id=it["id"]),
-                 _act("update_issue", issue_id=it["id"], status="in_progress", assignee=ME)])
+                [tool_action("get_issue", issue_id=it["id"]),
+                 tool_action("update_issue", issue_id=it["id"], status="in_progress", assignee=ME)])
     if kind == "lookup_assignee":
         it = rng.choice([i for i in data["issues"] if i["assignee"]])
         return (f"Who is assigned to issue {it['id']}? Submit their username with submit_answer.",
                 {"kind": "answer", "answer": it["assignee"]},
-                [_act("get_issue", issue_id=it["id"]), _act("submit_answer", answer=it["assignee"])])
+                [tool_action("get_issue", issue_id=it["id"]), tool_action("submit_answer", answer=it["assignee"])])
     if kind == "lookup_count":
         key = rng.choice(sorted(p["key"] for p in data["projects"]))
         status = rng.choice(("open", "in_progress", "closed"))
         n = sum(1 for i in data["issues"] if i["project_key"] == key and i["status"] == status)
         return (f"How many issues in project {key} have status {status}? Submit the number with submit_answer.",
                 {"kind": "answer", "answer": str(n)},
-                [_act("list_issues", project_key=key, status=status, limit=50), _act("submit_answer", answer=str(n))])
+                [tool_action("list_issues", project_key=key, status=status, limit=50), tool_action("submit_answer", answer=str(n))])
     if kind == "lookup_latest":
         key = rng.choice(sorted(p["key"] for p in data["projects"]))
         mine = [i for i in data["issues"] if i["project_key"] == key]
@@ -269,8 +264,8 @@ def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Rand
         return (f"What is the title of the most recently created issue in project {key}? "
                 "Submit the exact title with submit_answer.",
                 {"kind": "answer", "answer": latest["title"]},
-                [_act("list_issues", project_key=key, limit=50), _act("get_issue", issue_id=latest["id"]),
-                 _act("submit_answer", answer=latest["title"])])
+                [tool_action("list_issues", project_key=key, limit=50), tool_action("get_issue", issue_id=latest["id"]),
+                 tool_action("submit_answer", answer=latest["title"])])
     raise ValueError(f"unknown tracker task kind {kind!r}")
 
 
