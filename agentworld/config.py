@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -47,7 +47,7 @@ class CollectParams(_Section):
     domains: list[DomainName] = Field(default_factory=lambda: ["terminal"], min_length=1)
     episodes_per_domain: int = Field(200, ge=1, le=1_000_000)
     #: Per-domain overrides of episodes_per_domain (domains differ in steps per episode and speed).
-    episodes: dict[DomainName, int] = Field(default_factory=dict)
+    episodes: dict[DomainName, Annotated[int, Field(ge=1, le=1_000_000)]] = Field(default_factory=dict)
     max_steps: int = Field(10, ge=1, le=200)
     policy_mix: PolicyMix = Field(default_factory=PolicyMix)
     seed: int = Field(0, ge=0)
@@ -57,9 +57,6 @@ class CollectParams(_Section):
     def _unique_domains(self) -> "CollectParams":
         if len(set(self.domains)) != len(self.domains):
             raise ValueError("domains must not repeat")
-        bad = {d: n for d, n in self.episodes.items() if not 1 <= n <= 1_000_000}
-        if bad:
-            raise ValueError(f"episodes per domain must be between 1 and 1000000, got {bad}")
         return self
 
     def episodes_for(self, domain: str) -> int:
@@ -146,6 +143,47 @@ class TrackingParams(_Section):
     registered_model: str = Field("agentworld-world-model", min_length=1)
 
 
+Offload = Literal["none", "cpu", "nvme"]
+
+
+class DistributedParams(_Section):
+    """How training runs: here (`local`) or on a GPU cluster with DeepSpeed ZeRO (agentworld/training/distributed.py)."""
+
+    compute: Literal["local", "cluster"] = "local"
+    zero_stage: Literal[0, 2, 3] = 2
+    offload_optimizer: Offload = "none"
+    offload_params: Offload = "none"
+    nvme_path: str | None = None
+    gradient_accumulation_steps: int = Field(1, ge=1, le=4096)
+    bf16: bool = True
+    hostfile: str | None = None
+    num_nodes: int = Field(1, ge=1, le=4096)
+    gpus_per_node: int = Field(1, ge=1, le=64)
+    master_addr: str | None = Field(None, min_length=1)
+    master_port: int = Field(29500, ge=1024, le=65535)
+    launcher: Literal["deepspeed", "accelerate"] = "deepspeed"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "DistributedParams":
+        if self.offload_params != "none" and self.zero_stage != 3:
+            raise ValueError(
+                f"offload_params {self.offload_params!r} needs zero_stage 3 (got zero_stage {self.zero_stage}); "
+                "ZeRO-2 partitions optimizer state and gradients only, so set offload_params: none or zero_stage: 3"
+            )
+        if self.offload_optimizer != "none" and self.zero_stage == 0:
+            raise ValueError(
+                f"offload_optimizer {self.offload_optimizer!r} needs zero_stage 2 or 3 (got zero_stage 0)"
+            )
+        uses_nvme = "nvme" in (self.offload_optimizer, self.offload_params)
+        if uses_nvme and not self.nvme_path:
+            raise ValueError("offload to 'nvme' needs nvme_path (a directory on a local NVMe drive)")
+        if self.nvme_path and not uses_nvme:
+            raise ValueError("nvme_path is set but neither offload_optimizer nor offload_params is 'nvme'")
+        if self.compute == "local" and self.num_nodes > 1:
+            raise ValueError(f"num_nodes {self.num_nodes} needs compute 'cluster' (compute 'local' is one machine)")
+        return self
+
+
 class Params(_Section):
     """The whole of params.yaml."""
 
@@ -158,6 +196,7 @@ class Params(_Section):
     train: TrainParams = Field(default_factory=TrainParams)
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
     tracking: TrackingParams = Field(default_factory=TrackingParams)
+    distributed: DistributedParams = Field(default_factory=DistributedParams)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

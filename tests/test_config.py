@@ -12,8 +12,27 @@ from tests.conftest import PROJECT, SMOKE_PARAMS
 @pytest.mark.parametrize("path", [PROJECT / "params.yaml", SMOKE_PARAMS, PROJECT / "profiles" / "research.yaml"])
 def test_shipped_profiles_are_valid(path):
     params = load_params(path)
-    assert params.collect.domains == ["terminal"]
+    assert "terminal" in params.collect.domains and "android" not in params.collect.domains
     assert params.flat()["train.max_steps"] == params.train.max_steps
+
+
+def test_demo_and_research_profiles_cover_every_one_machine_domain():
+    every = {"terminal", "os", "mcp", "search", "swe", "web", "textworld", "scienceworld"}
+    assert set(load_params(PROJECT / "params.yaml").collect.domains) == every
+    research = load_params(PROJECT / "profiles" / "research.yaml").collect
+    assert set(research.domains) == every
+    # at least 1e5 transitions: every episode takes at least 4 steps in all eight domains' demo data
+    assert sum(research.episodes_for(d) for d in research.domains) * 4 >= 100_000
+
+
+def test_per_domain_episode_overrides():
+    params = load_params(SMOKE_PARAMS, {"collect.episodes": {"web": 3}})
+    assert params.collect.episodes_for("web") == 3
+    assert params.collect.episodes_for("terminal") == params.collect.episodes_per_domain
+    with pytest.raises(ParamsError, match="collect.episodes"):
+        load_params(SMOKE_PARAMS, {"collect.episodes": {"web": 0}})
+    with pytest.raises(ParamsError, match="collect.domains"):
+        load_params(SMOKE_PARAMS, {"collect.domains": ["terminal", "mars"]})
 
 
 def _write(tmp_path, mutate):
