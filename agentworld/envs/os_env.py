@@ -20,6 +20,8 @@ import os
 import re
 from typing import Any
 
+import gymnasium as gym
+
 from agentworld.config import SandboxParams
 from agentworld.envs.base import Task, TextEnv, pick_template
 from agentworld.envs.behaviour import Policy, behaviour_policy
@@ -34,6 +36,7 @@ from agentworld.envs.os_tasks import (
     render_world,
 )
 from agentworld.envs.sandbox import FIXED_EPOCH, CommandResult, Sandbox, SandboxError, sandbox_available
+from agentworld.envs.terminal import TerminalEnv
 from agentworld.data.prompts import DOMAIN_SYSTEM_PROMPTS
 
 __all__ = ["DOMAIN", "SYSTEM_PROMPT", "OsEnv", "factory", "os_policy", "probe"]
@@ -73,25 +76,19 @@ def truncate(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
     return text[:limit] + TRUNCATION_MARKER.format(n=limit)
 
 
-class OsEnv(TextEnv):
-    """Gymnasium-style text env over a seeded, sandboxed server (see module docstring)."""
+class OsEnv(TerminalEnv):
+    """Gymnasium-style text env over a seeded, sandboxed server (see module docstring).
+
+    A Terminal whose sandbox is a whole server with the agent as root; it shares the Terminal's
+    sandbox lifecycle and checker, and adds the seeded system files and `answer` actions.
+    """
 
     domain = DOMAIN
     env_version = "1"
 
-    def __init__(self, sandbox_params: SandboxParams | None = None, *, templates: list[str] | None = None) -> None:
-        super().__init__()
-        self.sandbox_params = sandbox_params or SandboxParams()
-        self.templates = templates
-        self.task: Task | None = None
-        self._sandbox: Sandbox | None = None
-        self._done = True
-        self._steps = 0
-        self._verdict: tuple[str, bool] | None = None
-
     # ----------------------------------------------------------------- protocol
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+        gym.Env.reset(self, seed=seed)  # seeds np_random only: the set-up below replaces the Terminal's
         task = self.episode_task(
             seed, options, lambda s, o: generate_task(s, pick_template(s, o, self.templates)))
         self._close_sandbox()
@@ -128,28 +125,7 @@ class OsEnv(TextEnv):
         self._done = solved
         return truncate(result.output), float(solved), solved, False, self._info(result, solved)
 
-    def close(self) -> None:
-        self._close_sandbox()
-        self._done = True
-
     # ----------------------------------------------------------------- helpers
-    def check(self) -> bool:
-        """Run a state task's checker (read-only); reuse the verdict while nothing changed."""
-        if self._sandbox is None or self.task is None or not self.task.setup.get("check"):
-            return False
-        fingerprint = self._sandbox.fingerprint()
-        if self._verdict is not None and self._verdict[0] == fingerprint:
-            return self._verdict[1]
-        solved = self._sandbox.run(self.task.setup["check"], persist=False).exit_code == 0
-        self._verdict = (fingerprint, solved)
-        return solved
-
-    @property
-    def sandbox(self) -> Sandbox:
-        if self._sandbox is None:
-            raise RuntimeError("no episode running; call reset() first")
-        return self._sandbox
-
     @staticmethod
     def _kind(task: Task) -> str:
         return "answer" if task.setup.get("answer") is not None else "state"
@@ -199,11 +175,6 @@ class OsEnv(TextEnv):
                         truncated=result.truncated or len(result.output) > MAX_OBSERVATION_CHARS,
                         duration_s=result.duration_s)
         return info
-
-    def _close_sandbox(self) -> None:
-        if self._sandbox is not None:
-            self._sandbox.close()
-            self._sandbox = None
 
 
 # ----------------------------------------------------------------------------- behaviour policies

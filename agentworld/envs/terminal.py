@@ -82,8 +82,8 @@ class TerminalEnv(TextEnv):
         Skipped when nothing changed since the last check (read-only steps such as `ls` or
         `cat`): the verdict is reused, which halves the cost of such steps.
         """
-        if self._sandbox is None or self.task is None:
-            return False
+        if self._sandbox is None or self.task is None or not self.task.setup.get("check"):
+            return False  # no episode, or a task answered in words rather than by state
         fingerprint = self._sandbox.fingerprint()
         if self._verdict is not None and self._verdict[0] == fingerprint:
             return self._verdict[1]
