@@ -508,6 +508,17 @@ def _path_tool(rng: random.Random) -> Spec:
                 f'[ "$({tool} 2>/dev/null)" = {q(msg)} ]')
 
 
+@template("source_env_file", "env")
+def _source_env_file(rng: random.Random) -> Spec:
+    port, mode = rng.randint(3000, 9000), rng.choice(("debug", "release", "staging"))
+    content = f"APP_PORT={port}\nAPP_MODE={mode}\n"
+    return Spec("Load the settings in /workspace/.env into your shell as exported environment variables, "
+                "so that programs you start see APP_PORT and APP_MODE.",
+                ["cat .env", "set -a; . ./.env; set +a", "printenv APP_PORT"],
+                f'[ "$(printenv APP_PORT)" = {port} ] && [ "$(printenv APP_MODE)" = {mode} ]',
+                files={".env": content})
+
+
 # ---------------------------------------------------------------- pipes and redirection
 @template("split_streams", "redirection")
 def _split_streams(rng: random.Random) -> Spec:
@@ -534,6 +545,27 @@ def _top_service(rng: random.Random) -> Spec:
                 answer_is(top), files={"events.txt": text(lines)})
 
 
+@template("heredoc_config", "redirection")
+def _heredoc_config(rng: random.Random) -> Spec:
+    host, port = rng.choice(CITIES), rng.randint(1024, 9999)
+    content = f"host={host}\nport={port}\n"
+    return Spec(f"Create /workspace/service.conf with exactly two lines: host={host} and then port={port}.",
+                ["ls", f"cat > service.conf <<'EOF'\nhost={host}\nport={port}\nEOF", "cat service.conf"],
+                file_is("service.conf", content))
+
+
+@template("merge_streams", "redirection")
+def _merge_streams(rng: random.Random) -> Spec:
+    present = fname(rng, "txt")
+    missing = f"missing_{rng.choice(WORDS)}.txt"
+    return Spec(f"Run `cat {present} {missing}` and save everything it prints, normal output and error messages "
+                "together, to /workspace/all.txt.",
+                [f"cat {present} {missing}", f"cat {present} {missing} > all.txt 2>&1"],
+                f"grep -qx {q(present.split('.')[0])} {WS}/all.txt 2>/dev/null && "
+                f"grep -q 'No such file or directory' {WS}/all.txt 2>/dev/null",
+                files={present: present.split(".")[0] + "\n"})
+
+
 # ---------------------------------------------------------------- permissions
 @template("chmod_private", "permissions")
 def _chmod_private(rng: random.Random) -> Spec:
@@ -558,6 +590,15 @@ def _readonly_dir(rng: random.Random) -> Spec:
     files = {f"{folder}/{w}.txt": f"{w}\n" for w in rng.sample(WORDS, 3)}
     return Spec(f"Make the directory {folder}/ read-only for everyone: mode 555 (files can still be read, none created).",
                 [f"ls -ld {folder}", f"chmod 555 {folder}"], f'[ "$(stat -c %a {WS}/{folder})" = 555 ]', files=files)
+
+
+@template("chmod_group_read", "permissions")
+def _chmod_group_read(rng: random.Random) -> Spec:
+    name = fname(rng, "csv")
+    return Spec(f"Set the permissions of {name} so that the owner can read and write it, its group can only "
+                "read it, and others have no access.",
+                [f"ls -l {name}", f"chmod 640 {name}", f"ls -l {name}"],
+                f'[ "$(stat -c %a {WS}/{name})" = 640 ]', files={name: "id,value\n1,2\n"})
 
 
 # ---------------------------------------------------------------- archives
@@ -592,6 +633,16 @@ def _gzip_file(rng: random.Random) -> Spec:
                 files={name: content})
 
 
+@template("tar_count_files", "archives", requires=("tar", "gzip"))
+def _tar_count_files(rng: random.Random) -> Spec:
+    names = sorted({f"{rng.choice(STEMS)}_{i}.txt" for i in range(rng.randint(2, 7))})
+    return Spec("How many regular files does the archive logs.tar.gz contain? Write just the number to "
+                "/workspace/answer.txt (do not extract it).",
+                ["tar -tzf logs.tar.gz", "tar -tzvf logs.tar.gz | grep -c '^-' > answer.txt"],
+                answer_is(len(names)), files={f"stage/logs/{n}": f"{n}\n" for n in names},
+                commands=["tar -czf logs.tar.gz -C stage logs", "rm -rf stage"])
+
+
 # ---------------------------------------------------------------- errors and recovery
 @template("missing_config", "errors")
 def _missing_config(rng: random.Random) -> Spec:
@@ -619,3 +670,12 @@ def _cd_missing(rng: random.Random) -> Spec:
     return Spec(f"Go into the directory {folder} (create it first if it does not exist) and create an empty file {name} there.",
                 [f"cd {folder}", f"mkdir {folder}", f"cd {folder}", f"touch {name}"],
                 f"[ -f {WS}/{folder}/{name} ]")
+
+
+@template("missing_module", "errors", requires=("python3",))
+def _missing_module(rng: random.Random) -> Spec:
+    module = rng.choice(("yamlx", "fastjsonx", "colorlog2", "requestz", "tabulatex"))
+    return Spec("app.py fails when you run it with python3. Write the name of the module it cannot find to "
+                "/workspace/answer.txt.",
+                ["python3 app.py", f"echo {module} > answer.txt"], answer_is(module),
+                files={"app.py": f"import json\nimport {module}\n\nprint(json.dumps({{'ok': True}}))\n"})
