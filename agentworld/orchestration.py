@@ -113,3 +113,16 @@ def validated_alias() -> Any:
     from airflow.sdk import AssetAlias
 
     return AssetAlias(VALIDATED_ALIAS)
+
+
+
+def validated_domain_event(domain: str, report: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Extra of a per-domain Asset event: where the run wrote the validated rows, and how many."""
+    return {"domain": domain, "run_id": run_id, "path": report["clean_path"], "clean_rows": report["clean"],
+            "rejected_rows": report["rejected"]}
+
+
+def validated_set_event(events: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
+    """Extra of the whole validated set's Asset event: the run's workspace and each domain's rows."""
+    return {"run_id": run_id, "workspace": str(run_root(run_id)),
+            "domains": {e["domain"]: {"clean_rows": e["clean_rows"], "path": e["path"]} for e in events}}

@@ -14,8 +14,9 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (plan_domains, run_root, run_stage, start_run, trigger_params, validated_alias,
-                                      validated_asset, validated_domain_asset)
+from agentworld.orchestration import (plan_domains, run_stage, start_run, trigger_params, validated_alias,
+                                      validated_asset, validated_domain_asset, validated_domain_event,
+                                      validated_set_event)
 
 
 @dag(
@@ -56,17 +57,13 @@ def collect_and_validate():
     def validate(domain: str, parent: str, *, outlet_events=None) -> dict:
         dag_params, run_id = _ctx()
         report = run_stage("validate", dag_params, run_id, parent, domains=[domain])["domains"][domain]
-        outlet_events[validated_alias()].add(validated_domain_asset(domain), extra={
-            "run_id": run_id, "path": report["clean_path"], "clean_rows": report["clean"],
-            "rejected_rows": report["rejected"]})
-        return {"domain": domain, "clean": report["clean"], "rejected": report["rejected"],
-                "path": report["clean_path"]}
+        event = validated_domain_event(domain, report, run_id)
+        outlet_events[validated_alias()].add(validated_domain_asset(domain), extra=event)
+        return event
 
     @task(outlets=[validated_asset()])
-    def publish(reports: list[dict], *, outlet_events=None) -> dict:
-        _, run_id = _ctx()
-        summary = {"run_id": run_id, "workspace": str(run_root(run_id)),
-                   "domains": {r["domain"]: {"clean_rows": r["clean"], "path": r["path"]} for r in reports}}
+    def publish(events: list[dict], *, outlet_events=None) -> dict:
+        summary = validated_set_event(list(events), _ctx()[1])
         outlet_events[validated_asset()].extra = summary
         return summary
 

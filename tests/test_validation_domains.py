@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def _broken(domain: str, rows):
 
 @pytest.mark.parametrize("domain", sorted({rule.domain for rule in DOMAIN_RULES}))
 def test_real_rows_pass_and_a_broken_row_is_quarantined(domain: str, tmp_path: Path):
-    if domain not in AVAILABLE:
+    if domain not in AVAILABLE and not os.environ.get("CI"):  # CI installs every domain: it must run there
         pytest.skip(f"{domain} unavailable here")
     params = CollectParams(domains=[domain], episodes_per_domain=4, max_steps=6, workers=1)
     rows = collect_parallel(domain, params, SandboxParams(), progress=False)

@@ -167,13 +167,9 @@ class OsEnv(TerminalEnv):
                 pass
 
     def _info(self, result: CommandResult | None, solved: bool) -> dict[str, Any]:
-        assert self.task is not None
-        info: dict[str, Any] = {"task_id": self.task.task_id, "template": self.task.setup.get("template"),
-                                "solved": solved, "step": self._steps, "cwd": self.sandbox.cwd()}
-        if result is not None:
-            info.update(exit_code=result.exit_code, timed_out=result.timed_out,
-                        truncated=result.truncated or len(result.output) > MAX_OBSERVATION_CHARS,
-                        duration_s=result.duration_s)
+        info = super()._info(result, solved)
+        if result is not None:  # the observation is also cut at MAX_OBSERVATION_CHARS (see `truncate`)
+            info["truncated"] = result.truncated or len(result.output) > MAX_OBSERVATION_CHARS
         return info
 
 
