@@ -82,6 +82,7 @@ bench: setup
 	python bench/sandbox_overhead.py
 	python bench/env_throughput.py
 	python bench/stage_timings.py
+	python bench/train_throughput.py
 
 mlflow: setup
 	mlflow/server.sh

@@ -120,7 +120,17 @@ class ModelParams(_Section):
         return self
 
 
+class CorporaParams(_Section):
+    """Professional corpora available offline, mixed into continual pre-training (agentworld/data/corpora.py)."""
+
+    sources: list[Literal["manpages", "python_docs", "mcp_schemas", "game_rules"]] = Field(
+        default_factory=lambda: ["manpages", "python_docs", "mcp_schemas", "game_rules"])
+    max_chars_per_doc: int = Field(20000, ge=200)
+
+
 class TrainParams(_Section):
+    """What every training stage shares: optimiser budget, checkpoints, threads."""
+
     max_steps: int = Field(300, ge=1)
     batch_size: int = Field(16, ge=1, le=4096)
     learning_rate: float = Field(2e-3, gt=0, le=1)
@@ -132,7 +142,91 @@ class TrainParams(_Section):
     threads: int = Field(2, ge=1, le=256)
 
 
+class DataMix(_Section):
+    """Share of CPT training tokens from each source (Qwen-AgentWorld: transitions + professional corpora)."""
+
+    trajectories: float = Field(0.7, ge=0, le=1)
+    corpora: float = Field(0.3, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> "DataMix":
+        total = self.trajectories + self.corpora
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"mix shares must sum to 1.0, got {total:g}")
+        return self
+
+
+class CptParams(TrainParams):
+    """Continual pre-training: causal LM on state-transition streams and professional corpora."""
+
+    packing: bool = True
+    mix: DataMix = Field(default_factory=DataMix)
+    eval_documents: int = Field(64, ge=1)
+
+
+class SftParams(TrainParams):
+    """Next-observation prediction in the chat layout; loss on the assistant turn only."""
+
+    #: cpt: start from the CPT model; scratch: a fresh model (the SFT-only ablation).
+    init: Literal["cpt", "scratch"] = "cpt"
+    #: Put the adapters' grounded rationale in `<think>...</think>` before the observation.
+    reasoning: bool = True
+
+
+class RewardWeights(_Section):
+    """Weights of the hybrid reward's components (agentworld/training/rewards.py)."""
+
+    exact_match: float = Field(1.0, ge=0)
+    structure: float = Field(0.5, ge=0)
+    format: float = Field(0.5, ge=0)
+    facts: float = Field(1.0, ge=0)
+    rubric: float = Field(1.0, ge=0)
+
+
+class RlParams(TrainParams):
+    """GRPO from the SFT model with the hybrid rule + rubric reward."""
+
+    num_generations: int = Field(4, ge=2, le=256)
+    max_new_tokens: int = Field(64, ge=4, le=8192)
+    temperature: float = Field(1.0, gt=0, le=5)
+    beta: float = Field(0.0, ge=0)
+    prompts: int = Field(256, ge=1)
+    eval_examples: int = Field(32, ge=1)
+    reward_weights: RewardWeights = Field(default_factory=RewardWeights)
+    #: local: the deterministic LocalJudge; openai: any OpenAI-compatible endpoint (judge_base_url, judge_model).
+    judge: Literal["local", "openai", "none"] = "local"
+    judge_base_url: str | None = None
+    judge_model: str | None = None
+    #: Generate GRPO rollouts with vLLM (GPU clusters; `colocate` shares the training GPUs).
+    use_vllm: bool = False
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RlParams":
+        if self.batch_size % self.num_generations:
+            raise ValueError(f"batch_size {self.batch_size} must be a multiple of num_generations "
+                             f"{self.num_generations} (GRPO scores each prompt's group of completions together)")
+        if self.judge == "openai" and not (self.judge_base_url and self.judge_model):
+            raise ValueError("judge 'openai' needs judge_base_url and judge_model")
+        return self
+
+
+class StageGate(_Section):
+    """Held-out floor a stage must meet before the next stage runs (null = no floor on that metric)."""
+
+    max_eval_loss: float | None = Field(None, gt=0)
+    min_eval_reward: float | None = Field(None, ge=0, le=1)
+
+
+class GateParams(_Section):
+    cpt: StageGate = Field(default_factory=lambda: StageGate(max_eval_loss=7.0))
+    sft: StageGate = Field(default_factory=lambda: StageGate(max_eval_loss=5.0))
+    rl: StageGate = Field(default_factory=lambda: StageGate(min_eval_reward=0.05))
+
+
 class EvaluateParams(_Section):
+    #: Which training stage's model the evaluate stage scores (the last one the pipeline runs).
+    stage: Literal["sft", "rl"] = "rl"
     max_examples: int = Field(300, ge=1)
     max_new_tokens: int = Field(96, ge=1, le=8192)
     batch_size: int = Field(32, ge=1, le=4096)
@@ -193,7 +287,11 @@ class Params(_Section):
     validate_: ValidateParams = Field(default_factory=ValidateParams, alias="validate")
     build: BuildParams = Field(default_factory=BuildParams)
     model: ModelParams = Field(default_factory=ModelParams)
-    train: TrainParams = Field(default_factory=TrainParams)
+    corpora: CorporaParams = Field(default_factory=CorporaParams)
+    cpt: CptParams = Field(default_factory=CptParams)
+    sft: SftParams = Field(default_factory=SftParams)
+    rl: RlParams = Field(default_factory=lambda: RlParams(max_steps=20, batch_size=8, learning_rate=1e-4))
+    gate: GateParams = Field(default_factory=GateParams)
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
     tracking: TrackingParams = Field(default_factory=TrackingParams)
     distributed: DistributedParams = Field(default_factory=DistributedParams)

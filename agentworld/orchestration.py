@@ -6,7 +6,11 @@ Kept out of dags/ so the DAG files stay thin (they schedule and parametrise, not
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +25,10 @@ DAG_PARAM_KEYS: dict[str, str] = {
     "hidden_size": "model.hidden_size",
     "num_layers": "model.num_layers",
     "num_experts": "model.num_experts",
-    "train_steps": "train.max_steps",
-    "batch_size": "train.batch_size",
+    "moe_intermediate_size": "model.moe_intermediate_size",
+    "cpt_steps": "cpt.max_steps",
+    "sft_steps": "sft.max_steps",
+    "rl_steps": "rl.max_steps",
     "eval_examples": "evaluate.max_examples",
 }
 
@@ -126,3 +132,57 @@ def validated_set_event(events: list[dict[str, Any]], run_id: str) -> dict[str, 
     """Extra of the whole validated set's Asset event: the run's workspace and each domain's rows."""
     return {"run_id": run_id, "workspace": str(run_root(run_id)),
             "domains": {e["domain"]: {"clean_rows": e["clean_rows"], "path": e["path"]} for e in events}}
+
+
+# ------------------------------------------------------------------ world_model_training
+def training_workspace(dag_params: dict[str, Any], run_id: str, validated: dict[str, Any] | None) -> dict[str, Any]:
+    """Fill the training run's workspace with the validated rows it trains on.
+
+    `validated` is the extra of the validated-set Asset event that triggered the run (the
+    collect_and_validate run's paths); a run triggered by hand takes data/clean/ of the project.
+    """
+    root = run_root(run_id)
+    params = params_for_run(dag_params)
+    sources: dict[str, Path] = {}
+    for domain in params.collect.domains:
+        if validated and domain in validated.get("domains", {}):
+            sources[domain] = Path(validated["domains"][domain]["path"])
+        else:
+            sources[domain] = project_root() / "data" / "clean" / f"{domain}.jsonl"
+    missing = {d: str(p) for d, p in sources.items() if not p.exists()}
+    if missing:
+        raise FileNotFoundError(f"validated rows not found for {missing}; run collect_and_validate (or "
+                                f"`dvc repro validate`) first, or choose `domains` that have data")
+    for domain, src in sources.items():
+        dest = root / "data" / "clean" / f"{domain}.jsonl"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+    return {"workspace": str(root), "domains": {d: str(p) for d, p in sources.items()},
+            "source_run": (validated or {}).get("run_id", "project data/clean")}
+
+
+def run_training_stage(stage: str, dag_params: dict[str, Any], run_id: str, parent_run_id: str) -> dict[str, Any]:
+    """Run cpt, sft or rl here, or, with `distributed.compute: cluster`, through the multi-node
+    launcher (deepspeed / accelerate launch) on the cluster; returns the stage's report."""
+    from agentworld.training.distributed import deepspeed_config, launch_command, write_deepspeed_config
+
+    params = params_for_run(dag_params)
+    if params.distributed.compute != "cluster":
+        return run_stage(stage, dag_params, run_id, parent_run_id)
+    root = run_root(run_id)
+    params_file = root / "params.effective.yaml"
+    params_file.write_text(json.dumps(params.model_dump(mode="json", by_alias=True), indent=2))
+    config = write_deepspeed_config(root / "deepspeed" / f"{stage}.json",
+                                    deepspeed_config(params.distributed, getattr(params, stage)))
+    argv = launch_command(params.distributed, ["stage", stage, "--params", str(params_file), "--root", str(root)],
+                          deepspeed_config_path=config)
+    subprocess.run(argv, check=True, cwd=project_root(), env={**os.environ, "AGENTWORLD_PARENT_RUN_ID": parent_run_id})
+    return json.loads((root / "reports" / "train" / f"{stage}.json").read_text())
+
+
+def gate_stage(stage: str, dag_params: dict[str, Any], run_id: str) -> str:
+    """Raise GateFailed unless the stage's held-out metric is finite and within `gate.<stage>`."""
+    from agentworld.training.gates import enforce_gate
+
+    report = json.loads((run_root(run_id) / "reports" / "train" / f"{stage}.json").read_text())
+    return enforce_gate(stage, report, params_for_run(dag_params).gate)

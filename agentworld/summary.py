@@ -33,7 +33,8 @@ def collect_summary(root: Path, domains: Sequence[str] | None = None) -> dict[st
     return {
         "collect": _per_domain(reports / "collect", ("transitions", "episodes"), domains),
         "validate": validate,
-        "train": _read(reports / "train.json"),
+        "train": {stage: _read(reports / "train" / f"{stage}.json") for stage in ("cpt", "sft", "rl")
+                  if (reports / "train" / f"{stage}.json").exists()},
         "evaluate": _read(reports / "eval_metrics.json"),
     }
 
@@ -53,8 +54,9 @@ def log_summary(root: Path, parent_run_id: str, domains: Sequence[str] | None = 
             flat[f"{system}.{domain}.token_f1"] = values["token_f1"]
     with mlflow.start_run(run_id=parent_run_id):
         mlflow.log_metrics(flat)
-        if summary["train"]:
-            mlflow.set_tag("registered_version", summary["train"]["registered_version"])
+        for stage, report in summary["train"].items():
+            if report.get("registered_version"):
+                mlflow.set_tag(f"registered_version.{stage}", report["registered_version"])
     return summary
 
 
@@ -68,9 +70,10 @@ def render_summary(summary: dict[str, Any]) -> str:
     if validate:
         lines.append(f"rows validated        : {validate['clean']} clean, {validate['rejected']} quarantined "
                      f"({validate['rejected_share']:.1%})")
-    if train:
-        lines.append(f"model registered      : {train['registered_model']} version {train['registered_version']} "
-                     f"({train['model_parameters']:,} parameters, {train['global_step']} steps, loss {train['train_loss']:.3f})")
+    for stage, t in train.items():
+        held_out = ", ".join(f"{k} {v:.3f}" for k, v in (t.get("eval_metrics") or {}).items() if k in ("eval_loss", "eval_reward"))
+        lines.append(f"{stage:4s} model registered : {t.get('registered_model')} version {t.get('registered_version')} "
+                     f"({t['model_parameters']:,} parameters, {t['global_step']} steps, {t['wall_s']} s; held-out {held_out})")
     if evaluate:
         lines.append(f"held-out examples     : {evaluate['examples']}")
         lines.append(f"{'domain':12s} {'system':12s} {'exact match':>12s} {'token F1':>10s}")

@@ -1,4 +1,4 @@
-"""agentworld_pipeline: collect -> validate -> build -> train -> evaluate.
+"""agentworld_pipeline: collect -> validate -> corpora, build -> cpt -> sft -> rl -> evaluate.
 
 Thin by design: each task calls the same tasks/ function that `dvc repro` runs. Scale knobs
 are Params in the trigger form (empty = use params.yaml). Outputs of a DAG run live under
@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import run_stage, start_run, trigger_params
+from agentworld.orchestration import run_stage, run_training_stage, start_run, trigger_params
 
 
 @dag(
@@ -48,15 +48,22 @@ def agentworld_pipeline():
         return run_stage("build", *_ctx(), parent)
 
     @task
-    def train(parent: str, _: dict) -> dict:
-        return run_stage("train", *_ctx(), parent)
+    def corpora(parent: str) -> dict:
+        return run_stage("corpora", *_ctx(), parent)
+
+    def training(stage: str):
+        @task(task_id=stage)
+        def train(parent: str, *_: dict) -> dict:
+            return run_training_stage(stage, *_ctx(), parent)
+        return train
 
     @task
     def evaluate(parent: str, _: dict) -> dict:
         return run_stage("evaluate", *_ctx(), parent)
 
     parent = start()
-    evaluate(parent, train(parent, build(parent, validate(parent, collect(parent)))))
+    cpt = training("cpt")(parent, build(parent, validate(parent, collect(parent))), corpora(parent))
+    evaluate(parent, training("rl")(parent, training("sft")(parent, cpt)))
 
 
 agentworld_pipeline()

@@ -47,10 +47,17 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
     paths = StagePaths(root)
     train = load_examples(paths.sft_train)
     test = held_out_sample(load_examples(paths.sft_test), params.evaluate.max_examples, params.build.seed)
-    trained = json.loads(paths.report("train.json").read_text())
+    report = paths.train_report(params.evaluate.stage)
+    if not report.exists():
+        raise FileNotFoundError(f"{report}: missing; evaluate.stage is {params.evaluate.stage!r}, "
+                                f"run `agentworld stage {params.evaluate.stage}` first")
+    trained = json.loads(report.read_text())
     with stage_run("evaluate", params, params.evaluate, parent_run_id):
-        mlflow.set_tags({"registered_model": trained["registered_model"], "registered_version": trained["registered_version"]})
-        model, tokenizer = load_local(paths.world_model)
+        if trained.get("registered_version"):
+            mlflow.set_tags({"registered_model": trained["registered_model"],
+                             "registered_version": trained["registered_version"]})
+        mlflow.set_tag("evaluated_stage", params.evaluate.stage)
+        model, tokenizer = load_local(paths.stage_model(params.evaluate.stage))
         predictions, well_formed = predict_observations(
             model, tokenizer, test, params.evaluate.max_new_tokens, params.evaluate.batch_size, params.model.max_seq_len
         )
@@ -62,7 +69,8 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
             "retrieval": score(retrieved, references, domains),
             "format_valid": sum(well_formed) / max(len(well_formed), 1),
             "examples": len(test),
-            "registered_version": int(trained["registered_version"]),
+            "stage": params.evaluate.stage,
+            "registered_version": int(trained["registered_version"]) if trained.get("registered_version") else None,
         }
         flat = {"format_valid": metrics["format_valid"]}
         for system in ("world_model", "retrieval"):
@@ -82,7 +90,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
         mlflow.log_dict(metrics, "eval_metrics.json")
         client = MlflowClient()
         overall = metrics["world_model"]["all"]
-        for key in ("exact_match", "token_f1"):
+        for key in ("exact_match", "token_f1") if trained.get("registered_version") else ():
             client.set_model_version_tag(
                 trained["registered_model"], trained["registered_version"], f"eval.{key}", f"{overall[key]:.4f}"
             )

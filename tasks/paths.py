@@ -54,12 +54,19 @@ class StagePaths:
         return self.root / "data" / "agentworldbench"
 
     @property
-    def checkpoints(self) -> Path:
-        return self.root / "models" / "checkpoints"
+    def corpora(self) -> Path:
+        return self.root / "data" / "corpora"
 
-    @property
-    def world_model(self) -> Path:
-        return self.root / "models" / "world_model"
+    def stage_model(self, stage: str) -> Path:
+        """The model a training stage (cpt, sft, rl) hands to the next one."""
+        return self.root / "models" / stage
+
+    def checkpoints(self, stage: str) -> Path:
+        """Periodic checkpoints of a training stage (kept across runs: resume after a kill)."""
+        return self.root / "models" / "checkpoints" / stage
+
+    def train_report(self, stage: str) -> Path:
+        return self.root / "reports" / "train" / f"{stage}.json"
 
     def report(self, name: str) -> Path:
         return self.root / "reports" / name

@@ -51,12 +51,12 @@ def test_dagbag_has_no_import_errors(airflow_env):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
-    assert {"agentworld_pipeline", "collect_and_validate"} <= set(result["dags"])
+    assert {"agentworld_pipeline", "collect_and_validate", "world_model_training"} <= set(result["dags"])
 
 
 @pytest.mark.slow
 def test_pipeline_dag_runs_end_to_end(airflow_env, tmp_path):
-    conf = {"episodes_per_domain": 16, "train_steps": 8, "eval_examples": 4}
+    conf = {"episodes_per_domain": 16, "sft_steps": 8, "eval_examples": 4}
     out = _python(
         "import json, sys; from airflow.models.dagbag import DagBag;"
         "dag = DagBag().dags['agentworld_pipeline'];"
@@ -68,11 +68,12 @@ def test_pipeline_dag_runs_end_to_end(airflow_env, tmp_path):
     assert out.returncode == 0, out.stderr[-5000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["state"] == "success", result
-    assert set(result["tasks"]) == {"start", "collect", "validate", "build", "train", "evaluate"}
+    assert set(result["tasks"]) == {"start", "collect", "validate", "corpora", "build", "cpt", "sft", "rl", "evaluate"}
     runs = list((Path(airflow_env["AGENTWORLD_HOME"]) / "runs" / "airflow").iterdir())
     assert len(runs) == 1
     metrics = json.loads((runs[0] / "reports" / "eval_metrics.json").read_text())
     assert metrics["examples"] == 4  # the trigger-form Param reached the stage
+    assert json.loads((runs[0] / "reports" / "train" / "sft.json").read_text())["global_step"] == 8
     collected = json.loads((runs[0] / "reports" / "collect" / "terminal.json").read_text())
     assert collected["episodes"] == 16
 
@@ -100,3 +101,43 @@ def test_collect_and_validate_maps_domains_and_publishes_assets(airflow_env):
     events = {uri: extra for uri, extra in result["events"]}
     assert events["agentworld://datasets/validated/terminal"]["clean_rows"] > 0
     assert events["agentworld://datasets/validated-trajectories"]["domains"]["terminal"]["clean_rows"] > 0
+
+
+TRAINING_RUN = (
+    "import json; from airflow.models.dagbag import DagBag;"
+    "dag = DagBag().dags['world_model_training'];"
+    "run = dag.test(run_conf={conf!r});"
+    "states = {{ti.task_id: str(ti.state) for ti in run.get_task_instances()}};"
+    "print(json.dumps({{'state': str(run.state), 'tasks': states}}))"
+)
+
+
+@pytest.mark.slow
+def test_world_model_training_gates_each_stage(airflow_env):
+    """Scheduled on the validated Asset; by hand it trains on data/clean/. A passing run goes
+    through every gate to evaluate; a gate floor the SFT model cannot meet stops the run there."""
+    from agentworld.data.io import write_jsonl
+    from tests.helpers import make_transitions
+
+    workspace = Path(airflow_env["AGENTWORLD_HOME"])
+    write_jsonl(workspace / "data" / "clean" / "terminal.jsonl", make_transitions(episodes=30))
+    out = _python(TRAINING_RUN.format(conf={"cpt_steps": 4, "sft_steps": 4, "rl_steps": 2, "eval_examples": 4}),
+                  airflow_env)
+    assert out.returncode == 0, out.stderr[-5000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["state"] == "success", result
+    assert set(result["tasks"]) == {"prepare", "start", "corpora", "build", "cpt", "gate_cpt", "sft", "gate_sft",
+                                    "rl", "gate_rl", "evaluate"}
+    run_dir = next((workspace / "runs" / "airflow").iterdir())
+    assert json.loads((run_dir / "reports" / "train" / "cpt.json").read_text())["global_step"] == 4
+
+    params = (workspace / "params.yaml").read_text().replace("sft: {max_eval_loss: 12.0}", "sft: {max_eval_loss: 0.01}")
+    assert "max_eval_loss: 0.01" in params
+    (workspace / "params.yaml").write_text(params)
+    out = _python(TRAINING_RUN.format(conf={"cpt_steps": 2, "sft_steps": 2, "rl_steps": 1}), airflow_env)
+    assert out.returncode == 0, out.stderr[-5000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["state"] == "failed"
+    assert result["tasks"]["gate_sft"] == "failed" and result["tasks"]["gate_cpt"] == "success"
+    assert result["tasks"]["rl"] == "upstream_failed" and result["tasks"]["evaluate"] == "upstream_failed"
+    assert "above gate.sft.max_eval_loss 0.01" in out.stdout + out.stderr

@@ -26,7 +26,8 @@ def test_split_by_episode_and_layouts(tmp_path):
     assert [m["role"] for m in messages[1:]] == ["user", "assistant", "user", "assistant", "user"]  # 2 turns of history
     assert messages[-1]["content"] == last.action
     completion = last.completion_messages()[0]["content"]
-    assert completion.startswith(OBSERVATION_MARKER)
+    assert completion.startswith(f"<think>{last.reasoning}</think>\n{OBSERVATION_MARKER}")  # grounded rationale first
+    assert "exits with status 0" in last.reasoning
     assert parse_observation(completion) == (last.observation, True)
 
     bench = list(read_jsonl(tmp_path / "agentworldbench/terminal_test.jsonl"))

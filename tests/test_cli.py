@@ -75,8 +75,8 @@ def test_validate_exit_codes(tmp_path):
 def test_invalid_params_exit_with_key_path(tmp_path):
     params = tmp_path / "params.yaml"
     data = yaml.safe_load((PROJECT / "params.yaml").read_text())
-    data["train"]["max_steps"] = -5
+    data["sft"]["max_steps"] = -5
     params.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["stage", "collect", "--params", str(params)])
     assert result.exit_code == 2
-    assert "train.max_steps" in result.output
+    assert "sft.max_steps" in result.output

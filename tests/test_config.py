@@ -13,7 +13,7 @@ from tests.conftest import PROJECT, SMOKE_PARAMS
 def test_shipped_profiles_are_valid(path):
     params = load_params(path)
     assert "terminal" in params.collect.domains and "android" not in params.collect.domains
-    assert params.flat()["train.max_steps"] == params.train.max_steps
+    assert params.flat()["sft.max_steps"] == params.sft.max_steps
 
 
 def test_demo_and_research_profiles_cover_every_one_machine_domain():
@@ -46,9 +46,12 @@ def _write(tmp_path, mutate):
 @pytest.mark.parametrize(
     ("mutate", "key_path", "hint"),
     [
-        (lambda r: r["train"].update(learnin_rate=0.1), "train.learnin_rate", "unknown key"),
-        (lambda r: r["train"].update(max_steps="many"), "train.max_steps", "integer"),
-        (lambda r: r["train"].update(learning_rate=-1), "train.learning_rate", "greater than 0"),
+        (lambda r: r["sft"].update(learnin_rate=0.1), "sft.learnin_rate", "unknown key"),
+        (lambda r: r["cpt"].update(max_steps="many"), "cpt.max_steps", "integer"),
+        (lambda r: r["rl"].update(learning_rate=-1), "rl.learning_rate", "greater than 0"),
+        (lambda r: r["rl"].update(batch_size=6), "rl", "multiple of num_generations"),
+        (lambda r: r["cpt"]["mix"].update(corpora=0.5), "cpt.mix", "sum to 1.0"),
+        (lambda r: r["corpora"].update(sources=["wikipedia"]), "corpora.sources.0", "manpages"),
         (lambda r: r["validate"].update(max_rejected_share=1.5), "validate.max_rejected_share", "less than or equal to 1"),
         (lambda r: r["collect"].update(domains=["terminal", "mars"]), "collect.domains.1", "terminal"),
         (lambda r: r["collect"]["policy_mix"].update(scripted=0.9), "collect.policy_mix", "sum to 1.0"),
@@ -66,10 +69,10 @@ def test_invalid_params_name_the_key_path(tmp_path, mutate, key_path, hint):
 
 
 def test_overrides_are_validated_with_dotted_keys():
-    params = load_params(SMOKE_PARAMS, {"train.max_steps": 7, "collect": {"episodes_per_domain": 3}})
-    assert params.train.max_steps == 7 and params.collect.episodes_per_domain == 3
+    params = load_params(SMOKE_PARAMS, {"sft.max_steps": 7, "collect": {"episodes_per_domain": 3}})
+    assert params.sft.max_steps == 7 and params.collect.episodes_per_domain == 3
     with pytest.raises(ParamsError, match=r"train\.batch_size"):
-        load_params(SMOKE_PARAMS, {"train.batch_size": 0})
+        load_params(SMOKE_PARAMS, {"cpt.batch_size": 0})
 
 
 def test_missing_and_broken_files(tmp_path):
@@ -84,7 +87,7 @@ def test_missing_and_broken_files(tmp_path):
 def test_airflow_trigger_form_params_become_validated_overrides(tmp_path, monkeypatch):
     from agentworld.orchestration import overrides_from_dag_params, params_for_run
 
-    assert overrides_from_dag_params({"train_steps": 5, "hidden_size": None, "unrelated": 1}) == {"train.max_steps": 5}
+    assert overrides_from_dag_params({"sft_steps": 5, "hidden_size": None, "unrelated": 1}) == {"sft.max_steps": 5}
     (tmp_path / "params.yaml").write_text(SMOKE_PARAMS.read_text())
     monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
     assert params_for_run({"episodes_per_domain": 9}).collect.episodes_per_domain == 9

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentworld.config import TrainParams
+from agentworld.config import TrainParams, load_params
 from agentworld.training.distributed import (
     DistributedError,
     DistributedParams,
@@ -340,3 +340,50 @@ def test_one_real_deepspeed_zero2_step_on_cpu(tmp_path):
     assert result["zero_stage"] == 2 and result["global_steps"] == 1
     assert result["optimizer"] == "DeepSpeedZeroOptimizer" and result["basic_optimizer"] == "AdamW"
     assert result["loss"] > 0 and result["changed"] == result["params"]
+
+
+def test_cluster_compute_gives_the_trainers_a_deepspeed_config(tmp_path):
+    from agentworld.config import SftParams
+    from agentworld.training.common import trainer_kwargs
+
+    local = trainer_kwargs(SftParams(), tmp_path, DistributedParams())
+    assert "deepspeed" not in local
+    cluster = trainer_kwargs(SftParams(), tmp_path, DistributedParams(compute="cluster", zero_stage=3,
+                                                                      offload_optimizer="cpu", offload_params="cpu"))
+    written = json.loads(Path(cluster["deepspeed"]).read_text())
+    assert written["zero_optimization"]["stage"] == 3
+    assert written["zero_optimization"]["offload_param"]["device"] == "cpu"
+    assert cluster["bf16"] is True and cluster["use_cpu"] is False
+
+
+def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(tmp_path, monkeypatch):
+    """No cluster here: subprocess.run is replaced to capture the launcher argv the task would run."""
+    import shutil
+
+    from agentworld import orchestration
+    from tests.conftest import SMOKE_PARAMS
+
+    shutil.copy(SMOKE_PARAMS, tmp_path / "params.yaml")
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("node-a slots=8\nnode-b slots=8\n")
+    monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append((argv, kwargs))
+        report = orchestration.run_root("r1") / "reports" / "train" / "sft.json"
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps({"stage": "sft", "global_step": 6}))
+
+    monkeypatch.setattr(orchestration.subprocess, "run", fake_run)
+    monkeypatch.setattr(orchestration, "overrides_from_dag_params", lambda _: {
+        "distributed": {"compute": "cluster", "num_nodes": 2, "gpus_per_node": 8, "hostfile": str(hostfile)}})
+    report = orchestration.run_training_stage("sft", {}, "r1", "parent-run")
+    argv, kwargs = calls[0]
+    assert argv[:3] == ["deepspeed", "--hostfile", str(hostfile)]
+    assert argv[argv.index("--num_nodes") + 1] == "2" and argv[argv.index("--num_gpus") + 1] == "8"
+    assert argv[-6:-4] == ["stage", "sft"] and argv[-2] == "--root"
+    effective = argv[argv.index("--params") + 1]
+    assert load_params(effective).distributed.compute == "cluster"
+    assert kwargs["env"]["AGENTWORLD_PARENT_RUN_ID"] == "parent-run"
+    assert report["global_step"] == 6

@@ -59,11 +59,11 @@ def test_params_diff_and_push(pipeline_copy):
     _run(["git", "add", "-A"], root, env)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "pipeline run"], root, env)
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["train"]["max_steps"] = 99
+    params["sft"]["max_steps"] = 99
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     diff = _run(["dvc", "params", "diff", "--json"], root, env)
-    change = json.loads(diff.stdout)["params.yaml"]["train.max_steps"]
-    assert (change["old"], change["new"]) == (30, 99)
+    change = json.loads(diff.stdout)["params.yaml"]["sft.max_steps"]
+    assert (change["old"], change["new"]) == (6, 99)
     status = _run(["dvc", "status", "--cloud", "--json"], root, env)
     assert json.loads(status.stdout or "{}") == {}, "outputs were not pushed to the local remote"
     assert any((root / ".dvcstore").rglob("*")), "local remote is empty"
@@ -79,10 +79,13 @@ def test_mlflow_groups_stage_runs_and_registers_version(pipeline_copy):
     parents = [r for r in runs if r.data.tags.get("agentworld.kind") == "pipeline"]
     assert parents, "no pipeline parent run"
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[-1].info.run_id]
-    assert {r.data.tags["stage"] for r in children} == {"collect", "validate", "build", "train", "evaluate"}
+    assert {r.data.tags["stage"] for r in children} == {"collect", "validate", "corpora", "build", "cpt", "sft", "rl",
+                                                       "evaluate"}
     for run in children:
         assert run.data.tags["git_commit"] != "unknown"
-    version = client.get_model_version("agentworld-world-model", "1")
-    assert version.tags["stage"] == "sft" and version.tags["domain"] == "terminal"
-    assert "eval.exact_match" in version.tags
+    versions = {v: client.get_model_version("agentworld-world-model", v) for v in ("1", "2", "3")}
+    assert [versions[v].tags["stage"] for v in ("1", "2", "3")] == ["cpt", "sft", "rl"]
+    assert [versions[v].tags["parent_version"] for v in ("1", "2", "3")] == ["none", "1", "2"]
+    assert all(v.tags["domain"] == "terminal" for v in versions.values())
+    assert "eval.exact_match" in versions["3"].tags
     assert "world_model.all.exact_match" in parents[-1].data.metrics

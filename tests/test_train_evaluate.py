@@ -1,4 +1,4 @@
-"""train and evaluate stages on a tiny model and tiny data, against a real MLflow store."""
+"""sft and evaluate stages on a tiny model and tiny data, against a real MLflow store."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from mlflow import MlflowClient
 
 import tasks.build
 import tasks.evaluate
-import tasks.train
+import tasks.sft
 from agentworld.data.build import load_examples
+from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.models.factory import ModelLoadError, load_local
 from tasks.paths import StagePaths
@@ -22,37 +23,46 @@ def built_workspace(tmp_path, smoke_params, mlflow_store):
     paths = StagePaths(tmp_path)
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
     tasks.build.run(smoke_params, tmp_path)
+    build_corpora(paths.corpora, smoke_params.corpora.sources)
     return paths
 
 
-def test_train_registers_version_with_lineage_tags(built_workspace, smoke_params):
-    params = smoke_params.model_copy(update={"train": smoke_params.train.model_copy(update={"max_steps": 4, "save_steps": 2})})
-    summary = tasks.train.run(params, built_workspace.root)
+def _sft_only(params, **sft):
+    return params.model_copy(update={
+        "sft": params.sft.model_copy(update={"init": "scratch", **sft}),
+        "evaluate": params.evaluate.model_copy(update={"stage": "sft"}),
+    })
+
+
+def test_evaluate_scores_the_configured_stage_and_tags_its_version(built_workspace, smoke_params):
+    params = _sft_only(smoke_params, max_steps=4, save_steps=2)
+    summary = tasks.sft.run(params, built_workspace.root)
     assert summary["global_step"] == 4
     client = MlflowClient()
-    version = client.get_model_version(params.tracking.registered_model, summary["registered_version"])
-    assert version.tags["stage"] == "sft"
-    assert version.tags["domain"] == "terminal"
-    assert len(version.tags["data_md5"]) == 32
-    assert version.tags["git_commit"]
     run = client.get_run(summary["run_id"])
-    assert run.data.tags["stage"] == "train"
+    assert run.data.tags["stage"] == "sft"
     assert run.data.metrics["model_parameters"] > 0
-    assert (built_workspace.world_model / "config.json").exists()
+    assert (built_workspace.stage_model("sft") / "config.json").exists()
 
     metrics = tasks.evaluate.run(params, built_workspace.root)
     saved = json.loads(built_workspace.report("eval_metrics.json").read_text())
     assert saved["world_model"]["terminal"]["n"] == metrics["examples"]
+    assert saved["stage"] == "sft"
     for system in ("world_model", "retrieval"):
         assert 0.0 <= saved[system]["all"]["exact_match"] <= 1.0
     tagged = client.get_model_version(params.tracking.registered_model, summary["registered_version"]).tags
     assert float(tagged["eval.exact_match"]) == pytest.approx(saved["world_model"]["all"]["exact_match"], abs=1e-4)
 
 
+def test_evaluate_without_the_stage_model_names_the_stage_to_run(built_workspace, smoke_params):
+    with pytest.raises(FileNotFoundError, match="run `agentworld stage rl` first"):
+        tasks.evaluate.run(smoke_params, built_workspace.root)
+
+
 def test_second_training_run_is_a_new_version(built_workspace, smoke_params):
-    params = smoke_params.model_copy(update={"train": smoke_params.train.model_copy(update={"max_steps": 2})})
-    first = tasks.train.run(params, built_workspace.root)["registered_version"]
-    second = tasks.train.run(params, built_workspace.root)["registered_version"]
+    params = _sft_only(smoke_params, max_steps=2)
+    first = tasks.sft.run(params, built_workspace.root)["registered_version"]
+    second = tasks.sft.run(params, built_workspace.root)["registered_version"]
     assert int(second) == int(first) + 1
 
 

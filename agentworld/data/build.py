@@ -15,6 +15,7 @@ from agentworld.config import BuildParams
 from agentworld.data.io import read_jsonl, write_jsonl
 from agentworld.data.prompts import WorldModelExample, system_prompt
 from agentworld.data.schema import Transition, group_trajectories
+from agentworld.envs.rationale import episode_rationales
 
 
 def is_test_episode(trajectory_id: str, test_fraction: float, seed: int) -> bool:
@@ -24,8 +25,10 @@ def is_test_episode(trajectory_id: str, test_fraction: float, seed: int) -> bool
 
 
 def episode_examples(turns: list[Transition], params: BuildParams) -> list[WorldModelExample]:
-    """One example per turn, with up to `history_turns` earlier turns as context."""
+    """One example per turn, with up to `history_turns` earlier turns as context, and the
+    adapters' grounded rationale of the step (used by SFT when `sft.reasoning` is on)."""
     cap = params.max_observation_chars
+    rationales = episode_rationales(turns)
     examples = []
     for i, row in enumerate(turns):
         earlier = turns[max(0, i - params.history_turns): i] if params.history_turns else []
@@ -37,6 +40,7 @@ def episode_examples(turns: list[Transition], params: BuildParams) -> list[World
                 history=[(t.action, t.observation[:cap]) for t in earlier],
                 action=row.action,
                 observation=row.observation[:cap],
+                reasoning=rationales[i] or None,
             )
         )
     return examples

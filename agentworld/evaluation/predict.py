@@ -13,7 +13,6 @@ from agentworld.models.chat import fit_prompt
 from agentworld.models.tokenizer import IM_END
 
 
-@torch.inference_mode()
 def predict_observations(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -24,6 +23,22 @@ def predict_observations(
     progress: bool = True,
 ) -> tuple[list[str], list[bool]]:
     """Predicted observation and format validity for each example, in input order."""
+    generations = generate_turns(model, tokenizer, examples, max_new_tokens, batch_size, max_seq_len, progress)
+    parsed = [parse_observation(text) for text in generations]
+    return [p[0] for p in parsed], [p[1] for p in parsed]
+
+
+@torch.inference_mode()
+def generate_turns(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    examples: Sequence[WorldModelExample],
+    max_new_tokens: int,
+    batch_size: int,
+    max_seq_len: int,
+    progress: bool = True,
+) -> list[str]:
+    """The raw assistant turn (optional `<think>`, marker, observation) generated for each example."""
     model.eval()
     if hasattr(model.config, "output_router_logits"):
         # MoE router logits are a training-time signal (aux loss); during cached generation
@@ -53,5 +68,4 @@ def predict_observations(
         for i, ids in zip(idx, new_tokens):
             text = tokenizer.decode(ids, skip_special_tokens=False)
             outputs[i] = text.split(IM_END, 1)[0].replace(tokenizer.pad_token, "")
-    parsed = [parse_observation(text) for text in outputs]
-    return [p[0] for p in parsed], [p[1] for p in parsed]
+    return outputs

@@ -5,7 +5,8 @@ actions as user turns and the environment's observations as assistant turns). Th
 on every assistant turn (`assistant_only_loss`), so each observation is predicted from exactly
 the history the world model sees at inference, and one forward pass trains all turns of an
 episode instead of one. Episodes longer than the context are split into windows of turns.
-Checkpoints land in `output_dir`; a re-run resumes from the latest one.
+With `sft.reasoning` on, the assistant turn carries the adapters' grounded rationale in
+`<think>...</think>` before the observation (agentworld/envs/rationale.py); off, it does not.
 """
 
 from __future__ import annotations
@@ -13,30 +14,18 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
-import mlflow
-import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from agentworld.config import ModelParams, TrainParams
+from agentworld.config import DistributedParams, ModelParams, SftParams
 from agentworld.data.prompts import WorldModelExample
+from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainResult:
-    global_step: int
-    train_loss: float
-    train_runtime_s: float
-    tokens_seen: int
-    resumed_from: str | None
-    loss_curve: list[tuple[int, float]]
 
 
 def episode_turns(examples: Sequence[WorldModelExample]) -> list[list[WorldModelExample]]:
@@ -69,50 +58,45 @@ def to_conversations(
     return conversations
 
 
+def without_reasoning(examples: Sequence[WorldModelExample]) -> list[WorldModelExample]:
+    """The `sft.reasoning: false` variant: the same examples with no `<think>` block."""
+    return [replace(e, reasoning=None) for e in examples]
+
+
+def sft_dataset(examples: Sequence[WorldModelExample], tokenizer: PreTrainedTokenizerBase, max_seq_len: int) -> Dataset:
+    return Dataset.from_list([{"messages": m} for m in to_conversations(examples, tokenizer, max_seq_len)])
+
+
 def train_sft(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     examples: Sequence[WorldModelExample],
-    train: TrainParams,
+    params: SftParams,
     model_params: ModelParams,
+    dist: DistributedParams,
     output_dir: Path,
+    eval_examples: Sequence[WorldModelExample] = (),
+    resume_from: str | None = None,
+    eval_conversations: int = 64,
 ) -> TrainResult:
-    torch.set_num_threads(train.threads)
-    conversations = to_conversations(examples, tokenizer, model_params.max_seq_len)
-    dataset = Dataset.from_list([{"messages": messages} for messages in conversations])
+    set_threads(params)
+    if not params.reasoning:
+        examples, eval_examples = without_reasoning(examples), without_reasoning(eval_examples)
+    eval_dataset = None
+    if eval_examples:
+        eval_dataset = sft_dataset(eval_examples, tokenizer, model_params.max_seq_len)
+        eval_dataset = eval_dataset.select(range(min(eval_conversations, len(eval_dataset))))
     config = SFTConfig(
-        output_dir=str(output_dir),
-        max_steps=train.max_steps,
-        per_device_train_batch_size=train.batch_size,
-        learning_rate=train.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=int(train.warmup_ratio * train.max_steps),
-        weight_decay=train.weight_decay,
-        logging_steps=train.logging_steps,
-        save_steps=train.save_steps,
-        save_total_limit=2,
-        seed=train.seed,
-        data_seed=train.seed,
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
+        **trainer_kwargs(params, output_dir, dist),
         max_length=model_params.max_seq_len,
         assistant_only_loss=True,
-        dataloader_num_workers=0,
-        report_to=["mlflow"] if mlflow.active_run() else [],
-        disable_tqdm=False,
-        save_only_model=False,
+        eval_strategy="no",
     )
-    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer)
-    last = get_last_checkpoint(str(output_dir)) if output_dir.exists() else None
-    if last:
-        log.info("resuming SFT from %s", last)
-    result = trainer.train(resume_from_checkpoint=last)
-    return TrainResult(
-        global_step=trainer.state.global_step,
-        train_loss=float(result.training_loss),
-        train_runtime_s=float(result.metrics.get("train_runtime", 0.0)),
-        tokens_seen=int(getattr(trainer.state, "num_input_tokens_seen", 0) or 0),
-        resumed_from=last,
-        loss_curve=[(int(e["step"]), float(e["loss"])) for e in trainer.state.log_history if "loss" in e],
-    )
+    trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
+                         train_dataset=sft_dataset(examples, tokenizer, model_params.max_seq_len),
+                         eval_dataset=eval_dataset)
+    if resume_from:
+        log.info("resuming SFT from %s", resume_from)
+    result = trainer.train(resume_from_checkpoint=resume_from)
+    eval_metrics = {"eval_loss": float(trainer.evaluate()["eval_loss"])} if eval_dataset is not None else {}
+    return TrainResult.from_trainer(trainer, result, resume_from, eval_metrics)

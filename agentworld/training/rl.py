@@ -1,0 +1,135 @@
+"""RL stage: GRPO from the SFT model, rewarded by the hybrid rule + rubric reward.
+
+Each prompt is a held-in turn in the world-model chat layout; the group of sampled
+observations is scored against the real one (agentworld/training/rewards.py: exact match,
+structure, format, deterministic facts, and a judge's rubric). TRL's `GRPOTrainer` gets one
+reward function per component with the weights of `rl.reward_weights`, so every component is
+logged separately (`rewards/reward_<component>/mean`). Rollouts come from `model.generate` on
+this CPU and from vLLM on GPU clusters (`rl.use_vllm`). The held-out metric of the stage's
+gate is the mean hybrid reward of greedy predictions on held-out turns.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from datasets import Dataset
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from trl import GRPOConfig, GRPOTrainer
+
+from agentworld.config import DistributedParams, ModelParams, RlParams
+from agentworld.data.prompts import WorldModelExample
+from agentworld.evaluation.judge import Judge, JudgeInput, LocalJudge, OpenAIJudge
+from agentworld.evaluation.predict import generate_turns
+from agentworld.models.chat import fit_prompt
+from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
+from agentworld.training.rewards import COMPONENTS, HybridReward
+
+log = logging.getLogger(__name__)
+
+
+def make_judge(params: RlParams) -> Judge | None:
+    if params.judge == "none":
+        return None
+    if params.judge == "openai":
+        return OpenAIJudge(model=params.judge_model or "", base_url=params.judge_base_url)
+    return LocalJudge()
+
+
+def hybrid_reward(params: RlParams, judge: Judge | None = None) -> HybridReward:
+    weights = params.reward_weights.model_dump()
+    return HybridReward(judge=judge if judge is not None else make_judge(params), **weights)
+
+
+def instruction_of(example: WorldModelExample) -> str:
+    return example.system.split("The agent's task: ", 1)[1] if "The agent's task: " in example.system else ""
+
+
+def rl_dataset(examples: Sequence[WorldModelExample], tokenizer: PreTrainedTokenizerBase, params: RlParams,
+               max_seq_len: int) -> Dataset:
+    """A seeded sample of `rl.prompts` turns: the prompt (history that fits) and what the reward reads."""
+    pool = list(examples)
+    picked = random.Random(params.seed).sample(pool, min(params.prompts, len(pool)))
+    budget = max(16, max_seq_len - params.max_new_tokens)
+    rows = []
+    for example in picked:
+        messages = fit_prompt(example, tokenizer, budget)
+        kept = (len(messages) - 2) // 2  # system + history pairs + the action
+        rows.append({
+            "prompt": messages,
+            "observation": example.observation,
+            "domain": example.domain,
+            "action": example.action,
+            "instruction": instruction_of(example),
+            "history": [list(pair) for pair in example.history[len(example.history) - kept:]] if kept else [],
+        })
+    return Dataset.from_list(rows)
+
+
+def grpo_config(params: RlParams, dist: DistributedParams, output_dir: Path, reward: HybridReward) -> GRPOConfig:
+    return GRPOConfig(
+        **trainer_kwargs(params, output_dir, dist),
+        num_generations=params.num_generations,
+        max_completion_length=params.max_new_tokens,
+        temperature=params.temperature,
+        beta=params.beta,
+        reward_weights=reward.trl_reward_weights(),
+        use_vllm=params.use_vllm,
+        vllm_mode=params.vllm_mode,
+        vllm_gpu_memory_utilization=0.3,
+        gradient_checkpointing=False,
+    )
+
+
+def held_out_reward(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                    examples: Sequence[WorldModelExample], reward: HybridReward, params: RlParams,
+                    max_seq_len: int) -> dict[str, float]:
+    """Mean of each reward component (and the total) for greedy predictions on held-out turns."""
+    sample = sorted(random.Random(params.seed).sample(list(examples), min(params.eval_examples, len(examples))),
+                    key=lambda e: e.id)
+    if not sample:
+        return {}
+    generations = generate_turns(model, tokenizer, sample, params.max_new_tokens, batch_size=16,
+                                 max_seq_len=max_seq_len, progress=False)
+    inputs = [JudgeInput(domain=e.domain, generation=g, reference=e.observation, action=e.action,
+                         history=tuple(e.history), instruction=instruction_of(e)) for e, g in zip(sample, generations)]
+    rows = reward(inputs)
+    names = [c for c in COMPONENTS if c in rows[0]] + ["total"]
+    return {f"eval_reward_{name}" if name != "total" else "eval_reward": sum(r[name] for r in rows) / len(rows)
+            for name in names}
+
+
+def train_rl(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    examples: Sequence[WorldModelExample],
+    params: RlParams,
+    model_params: ModelParams,
+    dist: DistributedParams,
+    output_dir: Path,
+    eval_examples: Sequence[WorldModelExample] = (),
+    resume_from: str | None = None,
+    judge: Judge | None = None,
+) -> TrainResult:
+    set_threads(params)
+    if hasattr(model.config, "output_router_logits"):
+        model.config.output_router_logits = False
+    reward = hybrid_reward(params, judge)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward.trl_reward_funcs(),
+        args=grpo_config(params, dist, output_dir, reward),
+        train_dataset=rl_dataset(examples, tokenizer, params, model_params.max_seq_len),
+        processing_class=tokenizer,
+    )
+    if resume_from:
+        log.info("resuming RL from %s", resume_from)
+    result = trainer.train(resume_from_checkpoint=resume_from)
+    tokenizer.padding_side = "left"
+    eval_metrics = held_out_reward(trainer.model, tokenizer, eval_examples, reward, params, model_params.max_seq_len) \
+        if eval_examples else {}
+    rewards = [(int(e["step"]), float(e["reward"])) for e in trainer.state.log_history if "reward" in e and "step" in e]
+    return TrainResult.from_trainer(trainer, result, resume_from, eval_metrics, rewards or None)

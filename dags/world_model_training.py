@@ -1,0 +1,94 @@
+"""world_model_training: build -> cpt -> sft -> rl -> evaluate, with a gate after each stage.
+
+Scheduled on the validated-trajectories Asset: every collect_and_validate run that publishes
+a validated set starts one training run on exactly that data (its paths come in the Asset
+event). Triggered by hand, it trains on the project's data/clean/. Each gate fails the run,
+with the reason, when a stage's held-out metric is not finite or beyond `gate` in params.yaml,
+so the next stage never starts from a broken model. Model size and stage budgets are Params
+of the trigger form; with `distributed.compute: cluster` the stages go through the multi-node
+DeepSpeed launcher.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+
+from agentworld.orchestration import (gate_stage, run_stage, run_training_stage, start_run, training_workspace,
+                                      trigger_params, validated_asset)
+
+TRAINING_PARAMS = ["hidden_size", "num_layers", "num_experts", "moe_intermediate_size",
+                   "cpt_steps", "sft_steps", "rl_steps", "eval_examples"]
+
+
+@dag(
+    dag_id="world_model_training",
+    schedule=[validated_asset()],
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    params=trigger_params(TRAINING_PARAMS),
+    tags=["agentworld", "world-model", "training"],
+    doc_md=__doc__,
+)
+def world_model_training():
+    def _ctx() -> tuple[dict, str]:
+        context = get_current_context()
+        return dict(context["params"]), context["run_id"]
+
+    @task
+    def prepare() -> dict:
+        """The validated rows of the triggering Asset event (or data/clean/) into this run's workspace."""
+        context = get_current_context()
+        events = context.get("triggering_asset_events") or {}
+        validated = None
+        for asset_events in events.values():
+            if asset_events:
+                validated = asset_events[-1].extra
+        return training_workspace(dict(context["params"]), context["run_id"], validated)
+
+    @task
+    def start(_: dict) -> str:
+        return start_run(*_ctx())
+
+    @task
+    def corpora(parent: str) -> dict:
+        return run_stage("corpora", *_ctx(), parent)
+
+    @task
+    def build(parent: str) -> dict:
+        return run_stage("build", *_ctx(), parent)
+
+    def training(stage: str):
+        @task(task_id=stage)
+        def train(parent: str, *_: object) -> dict:
+            return run_training_stage(stage, *_ctx(), parent)
+
+        @task(task_id=f"gate_{stage}", retries=0)
+        def gate(_: dict) -> str:
+            try:
+                return gate_stage(stage, *_ctx())
+            except Exception as err:  # a failed gate is final: retrying cannot change the metric
+                raise AirflowFailException(str(err)) from err
+
+        return train, gate
+
+    @task
+    def evaluate(parent: str, _: str) -> dict:
+        return run_stage("evaluate", *_ctx(), parent)
+
+    parent = start(prepare())
+    inputs = [corpora(parent), build(parent)]
+    cpt, gate_cpt = training("cpt")
+    sft, gate_sft = training("sft")
+    rl, gate_rl = training("rl")
+    passed_cpt = gate_cpt(cpt(parent, *inputs))
+    passed_sft = gate_sft(sft(parent, passed_cpt))
+    passed_rl = gate_rl(rl(parent, passed_sft))
+    evaluate(parent, passed_rl)
+
+
+world_model_training()

@@ -1,0 +1,170 @@
+"""cpt -> sft -> rl on a tiny model and tiny data, against a real MLflow store: each stage trains,
+hands its model to the next, reports a held-out metric and registers a version with lineage."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from mlflow import MlflowClient
+
+import tasks.build
+import tasks.cpt
+import tasks.evaluate
+import tasks.rl
+import tasks.sft
+from agentworld.config import GateParams, StageGate
+from agentworld.data.build import load_examples
+from agentworld.data.corpora import build_corpora
+from agentworld.data.io import write_jsonl
+from agentworld.models.factory import ModelLoadError
+from agentworld.training.cpt import mix_documents, trajectory_streams, transition_stream
+from agentworld.training.gates import GateFailed, check_gate, enforce_gate
+from agentworld.training.sft import to_conversations, without_reasoning
+from tasks.paths import StagePaths
+from tests.conftest import PROJECT
+from tests.helpers import make_transitions
+
+CORPORA = ["mcp_schemas"]  # the cheapest real corpus; the corpora tests cover every source
+
+
+@pytest.fixture()
+def params(smoke_params):
+    return smoke_params.model_copy(update={"corpora": smoke_params.corpora.model_copy(update={"sources": CORPORA})})
+
+
+@pytest.fixture()
+def workspace(tmp_path, params, mlflow_store):
+    paths = StagePaths(tmp_path)
+    write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
+    tasks.build.run(params, tmp_path)
+    build_corpora(paths.corpora, CORPORA)
+    return paths
+
+
+def test_stages_chain_and_register_three_versions_with_lineage(workspace, params):
+    client = MlflowClient()
+    reports = {}
+    for stage in (tasks.cpt, tasks.sft, tasks.rl):
+        reports[stage.__name__.split(".")[1]] = stage.run(params, workspace.root)
+    cpt, sft, rl = reports["cpt"], reports["sft"], reports["rl"]
+    assert cpt["global_step"] == params.cpt.max_steps and sft["global_step"] == params.sft.max_steps
+    assert rl["global_step"] == params.rl.max_steps
+    assert [int(cpt["registered_version"]) + i for i in (0, 1, 2)] == [
+        int(cpt["registered_version"]), int(sft["registered_version"]), int(rl["registered_version"])]
+
+    name = params.tracking.registered_model
+    versions = {s: client.get_model_version(name, r["registered_version"]) for s, r in reports.items()}
+    assert {s: v.tags["stage"] for s, v in versions.items()} == {"cpt": "cpt", "sft": "sft", "rl": "rl"}
+    assert versions["cpt"].tags["parent_version"] == "none"
+    assert versions["sft"].tags["parent_version"] == cpt["registered_version"]
+    assert versions["rl"].tags["parent_version"] == sft["registered_version"]
+    for version in versions.values():
+        assert len(version.tags["data_md5"]) == 32 and version.tags["git_commit"]
+        assert version.tags["domain"] == "terminal"
+
+    assert math.isfinite(cpt["eval_metrics"]["eval_loss"]) and cpt["eval_metrics"]["eval_perplexity"] > 1
+    assert math.isfinite(sft["eval_metrics"]["eval_loss"])
+    assert 0.0 <= rl["eval_metrics"]["eval_reward"] <= 1.0
+    for component in ("exact_match", "structure", "format", "facts", "rubric"):
+        assert f"eval_reward_{component}" in rl["eval_metrics"]
+    run = client.get_run(rl["run_id"])
+    logged = set(run.data.metrics)
+    for component in ("exact_match", "structure", "format", "facts", "rubric"):  # every component, separately
+        assert any(component in key and key.startswith("train/rewards") or f"rewards/reward_{component}" in key
+                   for key in logged), (component, sorted(logged))
+    assert json.loads(workspace.train_report("rl").read_text())["parent_version"] == sft["registered_version"]
+
+    metrics = tasks.evaluate.run(params, workspace.root)  # scores the rl model
+    assert metrics["stage"] == "rl" and metrics["registered_version"] == int(rl["registered_version"])
+
+
+def test_a_stage_without_its_predecessor_says_which_to_run(workspace, params):
+    with pytest.raises(ModelLoadError, match="run `agentworld stage cpt` first"):
+        tasks.sft.run(params, workspace.root)
+
+
+def test_sft_only_starts_from_scratch(workspace, params):
+    scratch = params.model_copy(update={"sft": params.sft.model_copy(update={"init": "scratch"})})
+    report = tasks.sft.run(scratch, workspace.root, register=False)
+    assert report["parent_version"] is None and report["global_step"] == params.sft.max_steps
+    assert "registered_version" not in report
+
+
+def test_reasoning_switch_puts_grounded_rationale_before_the_observation(workspace):
+    from agentworld.models.factory import build_model
+    from agentworld.config import ModelParams
+
+    examples = load_examples(workspace.sft_train)
+    assert all(e.reasoning for e in examples)  # the build stage adds the adapters' rationale
+    _, tokenizer = build_model(ModelParams(vocab_size=300), [e.system + e.action + e.observation for e in examples])
+    with_think = to_conversations(examples, tokenizer, 4096)
+    without = to_conversations(without_reasoning(examples), tokenizer, 4096)
+    assistant = [m["content"] for c in with_think for m in c if m["role"] == "assistant"]
+    assert all(a.startswith("<think>") and "</think>\n**Environment Observation:**" in a for a in assistant)
+    assert "exits with status 0" in assistant[0]  # grounded in the recorded exit code
+    assert not any("<think>" in m["content"] for c in without for m in c)
+
+
+def test_transition_stream_and_mix_shares():
+    from agentworld.config import BuildParams
+    from agentworld.data.build import episode_examples
+
+    turns = episode_examples(make_transitions(episodes=1, turns=3), BuildParams())
+    stream = transition_stream(turns)
+    assert stream.startswith("Environment: terminal\nTask: print the words of episode 0\n")
+    assert ">>> echo w0_0\nw0_0\n" in stream and stream.count(">>> ") == 3
+    trajectories = ["t" * 100] * 7
+    mixed = mix_documents(trajectories, ["c" * 10] * 5, trajectory_share=0.7, seed=0)
+    corpus_chars = sum(len(d) for d in mixed if d.startswith("c"))
+    assert mixed.count("t" * 100) == 7 and corpus_chars == 300  # 700 : 300
+    assert mix_documents(trajectories, ["c"], 1.0, 0) == trajectories
+    assert len(trajectory_streams(turns)) == 1
+
+
+def test_gates_pass_and_refuse_with_the_reason():
+    gates = GateParams(cpt=StageGate(max_eval_loss=5.0), sft=StageGate(max_eval_loss=3.0), rl=StageGate(min_eval_reward=0.2))
+    assert check_gate("cpt", {"eval_metrics": {"eval_loss": 4.2}}, gates).passed
+    refused = check_gate("sft", {"eval_metrics": {"eval_loss": 3.5}}, gates)
+    assert not refused.passed and "above gate.sft.max_eval_loss 3.0" in refused.reason
+    assert "not finite" in check_gate("cpt", {"eval_metrics": {"eval_loss": float("nan")}}, gates).reason
+    assert "missing" in check_gate("rl", {"eval_metrics": {}}, gates).reason
+    with pytest.raises(GateFailed, match="below gate.rl.min_eval_reward 0.2"):
+        enforce_gate("rl", {"eval_metrics": {"eval_reward": 0.1}}, gates)
+
+
+@pytest.mark.slow
+def test_cpt_killed_with_sigkill_resumes_from_its_last_checkpoint(workspace, params, tmp_path):
+    """A CPT run is SIGKILLed after its first checkpoint; the rerun resumes and ends at max_steps."""
+    raw = params.model_dump(mode="json", by_alias=True)
+    raw["cpt"].update(max_steps=16, save_steps=4, logging_steps=2)
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(json.dumps(raw))
+    argv = [sys.executable, "-m", "agentworld.cli", "stage", "cpt", "--params", str(params_file),
+            "--root", str(workspace.root)]
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    checkpoints = workspace.checkpoints("cpt")
+    proc = subprocess.Popen(argv, env=env, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not list(checkpoints.glob("checkpoint-*/trainer_state.json")):
+        assert proc.poll() is None, "CPT ended before its first checkpoint"
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not workspace.train_report("cpt").exists()  # killed before finishing
+
+    done = subprocess.run(argv, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(workspace.train_report("cpt").read_text())
+    assert report["global_step"] == 16
+    assert report["resumed_from"] and "checkpoint-" in report["resumed_from"]
+    resumed_at = int(report["resumed_from"].rsplit("-", 1)[1])
+    assert 4 <= resumed_at < 16
