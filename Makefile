@@ -27,7 +27,7 @@ export PYTHONPATH := $(CURDIR)
 .PHONY: help setup demo test test-fast mlflow airflow bench clean
 
 help:
-	@echo "make demo    - set up, then run the demo pipeline (collect -> validate -> build -> train -> evaluate)"
+	@echo "make demo    - set up, then run the demo pipeline (collect -> validate -> build -> cpt -> sft -> rl -> evaluate)"
 	@echo "make test    - set up, then run the test suite"
 	@echo "make mlflow  - MLflow UI on http://127.0.0.1:$(MLFLOW_PORT)"
 	@echo "make airflow - Airflow (UI, scheduler, DAG processor, triggerer) on http://127.0.0.1:$(AIRFLOW__API__PORT)"

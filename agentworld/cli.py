@@ -20,6 +20,9 @@ app = typer.Typer(
 )
 envs_app = typer.Typer(help="Real environments.", no_args_is_help=True)
 app.add_typer(envs_app, name="envs")
+experiment_app = typer.Typer(help="Experiments: ablations over seeds, logged to MLflow as one group.",
+                             no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
 
 ParamsOpt = typer.Option(DEFAULT_PARAMS_PATH, "--params", help="params.yaml to read")
 
@@ -133,6 +136,41 @@ def summary() -> None:
 
     params = _load(DEFAULT_PARAMS_PATH) if DEFAULT_PARAMS_PATH.exists() else None
     typer.echo(render_summary(collect_summary(Path("."), params.collect.domains if params else None)))
+
+
+@experiment_app.command("stages")
+def experiment_stages(
+    params_path: Path = ParamsOpt,
+    seeds: str = typer.Option("0,1,2", help="comma-separated seeds (at least 3 for a confidence interval)"),
+    variants: str = typer.Option("sft_only,cpt_sft,cpt_sft_rl,cpt_sft_no_reasoning",
+                                 help="comma-separated: sft_only, cpt_sft, cpt_sft_rl, cpt_sft_no_reasoning"),
+    override: list[str] = typer.Option(None, "--set", help="params override KEY=VALUE (e.g. sft.max_steps=200); "
+                                                            "repeatable"),
+) -> None:
+    """SFT-only vs CPT->SFT vs CPT->SFT->RL on the same data and step budget over seeds: held-out
+    exact match and token F1 per domain, mean and 95% CI (reports/experiments/stages.md)."""
+    import yaml
+
+    from agentworld.experiments.stages import run_stages_experiment
+
+    overrides = {}
+    for item in override or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        overrides[key] = yaml.safe_load(value)
+    try:
+        params = load_params(params_path, overrides)
+    except ParamsError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{seeds!r}: seeds must be integers", param_hint="--seeds") from None
+    result = run_stages_experiment(params, seed_list, [v.strip() for v in variants.split(",") if v.strip()],
+                                   Path(".").resolve(), Path("runs/experiments/stages").resolve())
+    typer.echo(result["markdown"])
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -4,7 +4,7 @@
 ZeRO through the Hugging Face Trainer integration: `deepspeed_config` writes a JSON config whose
 batch/optimizer/precision values are "auto" (the Trainer fills them from `TrainingArguments`, see
 `trainer_overrides`), and `launch_command` builds the multi-node `deepspeed` or `accelerate launch`
-argv that runs `python -m agentworld.cli stage train ...` on every rank.
+argv that runs `python -m agentworld.cli stage cpt|sft|rl ...` on every rank.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def launch_command(
     if dist.compute != "cluster":
         raise DistributedError("distributed.compute: is 'local'; set it to 'cluster' to launch on a cluster")
     if not entry_args:
-        raise DistributedError("launch_command: entry_args is empty (e.g. ['stage', 'train'])")
+        raise DistributedError("launch_command: entry_args is empty (e.g. ['stage', 'sft'])")
     hosts = _check_hosts(dist)
     if dist.num_nodes > 1 and hosts is None and dist.launcher == "deepspeed":
         raise DistributedError(

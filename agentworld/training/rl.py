@@ -16,6 +16,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
@@ -115,6 +116,8 @@ def train_rl(
     judge: Judge | None = None,
 ) -> TrainResult:
     set_threads(params)
+    if params.use_vllm and not torch.cuda.is_available():
+        raise ValueError("rl.use_vllm: vLLM rollouts need a GPU (none here); set rl.use_vllm: false on CPU")
     if hasattr(model.config, "output_router_logits"):
         model.config.output_router_logits = False
     reward = hybrid_reward(params, judge)
