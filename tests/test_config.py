@@ -71,7 +71,7 @@ def test_invalid_params_name_the_key_path(tmp_path, mutate, key_path, hint):
 def test_overrides_are_validated_with_dotted_keys():
     params = load_params(SMOKE_PARAMS, {"sft.max_steps": 7, "collect": {"episodes_per_domain": 3}})
     assert params.sft.max_steps == 7 and params.collect.episodes_per_domain == 3
-    with pytest.raises(ParamsError, match=r"train\.batch_size"):
+    with pytest.raises(ParamsError, match=r"cpt\.batch_size"):
         load_params(SMOKE_PARAMS, {"cpt.batch_size": 0})
 
 
