@@ -135,6 +135,15 @@ def validated_set_event(events: list[dict[str, Any]], run_id: str) -> dict[str, 
 
 
 # ------------------------------------------------------------------ world_model_training
+def triggering_validated_extra(triggering_asset_events: Any) -> dict[str, Any] | None:
+    """The extra of the latest validated-set Asset event that triggered a run (None: run by hand)."""
+    validated = None
+    for asset_events in (triggering_asset_events or {}).values():
+        if asset_events:
+            validated = asset_events[-1].extra
+    return validated
+
+
 def training_workspace(dag_params: dict[str, Any], run_id: str, validated: dict[str, Any] | None) -> dict[str, Any]:
     """Fill the training run's workspace with the validated rows it trains on.
 

@@ -17,7 +17,7 @@ from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from agentworld.orchestration import (gate_stage, run_stage, run_training_stage, start_run, training_workspace,
-                                      trigger_params, validated_asset)
+                                      trigger_params, triggering_validated_extra, validated_asset)
 
 TRAINING_PARAMS = ["hidden_size", "num_layers", "num_experts", "moe_intermediate_size",
                    "cpt_steps", "sft_steps", "rl_steps", "eval_examples"]
@@ -43,11 +43,7 @@ def world_model_training():
     def prepare() -> dict:
         """The validated rows of the triggering Asset event (or data/clean/) into this run's workspace."""
         context = get_current_context()
-        events = context.get("triggering_asset_events") or {}
-        validated = None
-        for asset_events in events.values():
-            if asset_events:
-                validated = asset_events[-1].extra
+        validated = triggering_validated_extra(context.get("triggering_asset_events"))
         return training_workspace(dict(context["params"]), context["run_id"], validated)
 
     @task

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from functools import partial
 from pathlib import Path
 
@@ -77,7 +78,6 @@ def test_python_docs_have_the_json_module(tmp_path: Path) -> None:
 
 
 def test_mcp_schemas_list_every_apps_tools_with_json_schemas(tmp_path: Path) -> None:
-    pytest.importorskip("mcp")
     from agentworld.envs.mcp.apps import APP_NAMES
 
     build_corpora(tmp_path, ["mcp_schemas"])
@@ -96,7 +96,6 @@ def test_mcp_schemas_list_every_apps_tools_with_json_schemas(tmp_path: Path) -> 
 
 
 def test_game_rules_textworld_verbs_and_scienceworld_task_list(tmp_path: Path, quick_sources) -> None:
-    pytest.importorskip("textworld")
     build_corpora(tmp_path, ["game_rules"])
     docs = _by_id(load_corpora(tmp_path, ["game_rules"]))
     help_text = docs["textworld:help"].text
@@ -113,7 +112,7 @@ def test_game_rules_with_the_scienceworld_simulator(tmp_path: Path) -> None:
     from agentworld.envs.scienceworld_env import probe
 
     ok, reason = probe()
-    if not ok:
+    if not ok and not os.environ.get("CI"):
         pytest.skip(reason)
     build_corpora(tmp_path, ["game_rules"])
     docs = _by_id(load_corpora(tmp_path, ["game_rules"]))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -105,9 +104,6 @@ def prepare_checkpoints(checkpoints: Path, fingerprint: dict[str, Any]) -> str |
 def loss_curve(log_history: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return [(int(e["step"]), float(e["loss"])) for e in log_history if "loss" in e and "step" in e]
 
-
-def finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
 
 
 def set_threads(stage: TrainParams) -> None:

@@ -131,7 +131,6 @@ def train_rl(
     if resume_from:
         log.info("resuming RL from %s", resume_from)
     result = trainer.train(resume_from_checkpoint=resume_from)
-    tokenizer.padding_side = "left"
     eval_metrics = held_out_reward(trainer.model, tokenizer, eval_examples, reward, params, model_params.max_seq_len) \
         if eval_examples else {}
     rewards = [(int(e["step"]), float(e["reward"])) for e in trainer.state.log_history if "reward" in e and "step" in e]
