@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from agentworld.config import DEFAULT_PARAMS_PATH, ParamsError, load_params
+from agentworld.evaluation.commands import eval_app
 
 app = typer.Typer(
     help="AgentWorld: language world models of agent environments.",
@@ -23,6 +24,7 @@ app.add_typer(envs_app, name="envs")
 experiment_app = typer.Typer(help="Experiments: ablations over seeds, logged to MLflow as one group.",
                              no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
+app.add_typer(eval_app, name="eval")
 
 ParamsOpt = typer.Option(DEFAULT_PARAMS_PATH, "--params", help="params.yaml to read")
 

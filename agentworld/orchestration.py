@@ -195,3 +195,10 @@ def gate_stage(stage: str, dag_params: dict[str, Any], run_id: str) -> str:
 
     report = json.loads((run_root(run_id) / "reports" / "train" / f"{stage}.json").read_text())
     return enforce_gate(stage, report, params_for_run(dag_params).gate)
+
+
+# ------------------------------------------------------------------ nightly_retrain
+def nightly_schedule() -> str | None:
+    """The cron of `schedule` in params.yaml when `schedule.nightly` is on (production), else None."""
+    params = load_params(project_root() / "params.yaml")
+    return params.schedule.cron if params.schedule.nightly else None

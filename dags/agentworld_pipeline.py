@@ -1,4 +1,4 @@
-"""agentworld_pipeline: collect -> validate -> corpora, build -> cpt -> sft -> rl -> evaluate.
+"""agentworld_pipeline: collect -> validate -> corpora, build -> cpt -> sft -> rl -> evaluate -> promote.
 
 Thin by design: each task calls the same tasks/ function that `dvc repro` runs. Scale knobs
 are Params in the trigger form (empty = use params.yaml). Outputs of a DAG run live under
@@ -61,9 +61,13 @@ def agentworld_pipeline():
     def evaluate(parent: str, _: dict) -> dict:
         return run_stage("evaluate", *_ctx(), parent)
 
+    @task
+    def promote(parent: str, _: dict) -> dict:
+        return run_stage("promote", *_ctx(), parent)
+
     parent = start()
     cpt = training("cpt")(parent, build(parent, validate(parent, collect(parent))), corpora(parent))
-    evaluate(parent, training("rl")(parent, training("sft")(parent, cpt)))
+    promote(parent, evaluate(parent, training("rl")(parent, training("sft")(parent, cpt))))
 
 
 agentworld_pipeline()

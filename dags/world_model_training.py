@@ -1,10 +1,11 @@
-"""world_model_training: build -> cpt -> sft -> rl -> evaluate, with a gate after each stage.
+"""world_model_training: build -> cpt -> sft -> rl -> evaluate -> promote, with a gate after each stage.
 
 Scheduled on the validated-trajectories Asset: every collect_and_validate run that publishes
 a validated set starts one training run on exactly that data (its paths come in the Asset
 event). Triggered by hand, it trains on the project's data/clean/. Each gate fails the run,
 with the reason, when a stage's held-out metric is not finite or beyond `gate` in params.yaml,
-so the next stage never starts from a broken model. Model size and stage budgets are Params
+so the next stage never starts from a broken model. `promote` makes the new model the registry's
+champion only if it beats the current one (`promote` in params.yaml). Model size and stage budgets are Params
 of the trigger form; with `distributed.compute: cluster` the stages go through the multi-node
 DeepSpeed launcher.
 """
@@ -76,6 +77,10 @@ def world_model_training():
     def evaluate(parent: str, _: str) -> dict:
         return run_stage("evaluate", *_ctx(), parent)
 
+    @task
+    def promote(parent: str, _: dict) -> dict:
+        return run_stage("promote", *_ctx(), parent)
+
     parent = start(prepare())
     inputs = [corpora(parent), build(parent)]
     cpt, gate_cpt = training("cpt")
@@ -84,7 +89,7 @@ def world_model_training():
     passed_cpt = gate_cpt(cpt(parent, *inputs))
     passed_sft = gate_sft(sft(parent, passed_cpt))
     passed_rl = gate_rl(rl(parent, passed_sft))
-    evaluate(parent, passed_rl)
+    promote(parent, evaluate(parent, passed_rl))
 
 
 world_model_training()

@@ -1,10 +1,10 @@
-"""Stage `evaluate`: held-out predictions, exact match and token F1 per domain, next to the
-nearest-neighbour retrieval baseline, written as DVC metrics and logged to MLflow."""
+"""Stage `evaluate`: infer -> judge -> score the trained world model on the AgentWorldBench export
+of the held-out split, next to its three baselines; DVC metrics and plots, MLflow artifacts, and
+the scores as tags on the model's registry version."""
 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -13,85 +13,84 @@ from mlflow import MlflowClient
 
 from agentworld.config import Params
 from agentworld.data.build import load_examples
-from agentworld.data.io import write_jsonl
-from agentworld.evaluation.baselines import RetrievalBaseline
-from agentworld.evaluation.metrics import exact_match, score
-from agentworld.evaluation.predict import predict_observations
-from agentworld.models.factory import load_local
+from agentworld.evaluation.awbench import read_bench
+from agentworld.evaluation.run import (
+    evaluate, flat_metrics, open_world_model, sample_records,
+)
 from agentworld.tracking.runs import stage_run
 from tasks.paths import StagePaths
 
-
-def held_out_sample(examples: list[Any], limit: int, seed: int) -> list[Any]:
-    """A fixed random subset, so every model is scored on the same examples."""
-    if len(examples) <= limit:
-        return examples
-    return sorted(random.Random(seed).sample(examples, limit), key=lambda e: e.id)
+#: Version tags every evaluated model gets (the world model over all domains).
+TAGGED_METRICS = ("judge_overall", "exact_match", "token_f1")
 
 
-def exact_match_by_turn(rows: list[dict[str, Any]]) -> list[tuple[int, float, float, int]]:
-    """Accuracy against turn index: does the model lose track of state as episodes grow?"""
-    buckets: dict[int, list[tuple[float, float]]] = {}
-    for row in rows:
-        turn = int(row["id"].rsplit(":", 1)[1])
-        buckets.setdefault(turn, []).append(
-            (exact_match(row["prediction"], row["reference"]), exact_match(row["retrieval"], row["reference"]))
-        )
-    return [
-        (turn, round(sum(p[0] for p in pairs) / len(pairs), 4), round(sum(p[1] for p in pairs) / len(pairs), 4), len(pairs))
-        for turn, pairs in sorted(buckets.items())
-    ]
+def dvc_metrics(summary: dict[str, Any], stage: str) -> dict[str, Any]:
+    """reports/eval_metrics.json: every system's per-domain table (what `dvc metrics diff` compares)."""
+    model = summary["systems"]["world_model"]
+    return {**summary["systems"], "examples": summary["data"]["records"], "format_valid": model["all"]["format_valid"],
+            "primary_judge": summary["primary_judge"], "stage": stage,
+            "registered_version": int(summary["model"]["registered_version"]) if summary["model"]["registered_version"] else None,
+            "rollout": {name: points[-1]["token_f1"] for name, points in summary["rollout"].items()}}
+
+
+def write_dvc_plots(paths: StagePaths, summary: dict[str, Any]) -> list[Path]:
+    systems = list(summary["systems"])
+    written = []
+    for key, x in (("by_turn", "turn"), ("rollout", "step")):
+        curves = summary[key]
+        if not curves:
+            continue
+        xs = sorted({p[x] for points in curves.values() for p in points})
+        values = {name: {p[x]: p["token_f1"] for p in points} for name, points in curves.items()}
+        rows = [(v, *(values[s].get(v, "") for s in systems if s in values)) for v in xs]
+        written.append(paths.write_plot(f"eval_{key}.csv", [x, *(s for s in systems if s in values)], rows))
+    return written
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:
     paths = StagePaths(root)
-    train = load_examples(paths.sft_train)
-    test = held_out_sample(load_examples(paths.sft_test), params.evaluate.max_examples, params.build.seed)
-    report = paths.train_report(params.evaluate.stage)
+    settings = params.evaluate
+    report = paths.train_report(settings.stage)
     if not report.exists():
-        raise FileNotFoundError(f"{report}: missing; evaluate.stage is {params.evaluate.stage!r}, "
-                                f"run `agentworld stage {params.evaluate.stage}` first")
+        raise FileNotFoundError(f"{report}: missing; evaluate.stage is {settings.stage!r}, "
+                                f"run `agentworld stage {settings.stage}` first")
     trained = json.loads(report.read_text())
-    with stage_run("evaluate", params, params.evaluate, parent_run_id):
-        if trained.get("registered_version"):
-            mlflow.set_tags({"registered_model": trained["registered_model"],
-                             "registered_version": trained["registered_version"]})
-        mlflow.set_tag("evaluated_stage", params.evaluate.stage)
-        model, tokenizer = load_local(paths.stage_model(params.evaluate.stage))
-        predictions, well_formed = predict_observations(
-            model, tokenizer, test, params.evaluate.max_new_tokens, params.evaluate.batch_size, params.model.max_seq_len
-        )
-        retrieved = RetrievalBaseline(train).predict(test)
-        references = [e.observation for e in test]
-        domains = [e.domain for e in test]
-        metrics = {
-            "world_model": score(predictions, references, domains),
-            "retrieval": score(retrieved, references, domains),
-            "format_valid": sum(well_formed) / max(len(well_formed), 1),
-            "examples": len(test),
-            "stage": params.evaluate.stage,
-            "registered_version": int(trained["registered_version"]) if trained.get("registered_version") else None,
-        }
-        flat = {"format_valid": metrics["format_valid"]}
-        for system in ("world_model", "retrieval"):
-            for domain, values in metrics[system].items():
-                flat[f"{system}.{domain}.exact_match"] = values["exact_match"]
-                flat[f"{system}.{domain}.token_f1"] = values["token_f1"]
-        mlflow.log_metrics(flat)
-        rows = [
-            {"id": e.id, "domain": e.domain, "action": e.action, "reference": ref, "prediction": pred, "retrieval": ret}
-            for e, ref, pred, ret in zip(test, references, predictions, retrieved)
-        ]
-        write_jsonl(paths.report("predictions.jsonl"), rows)
-        by_turn = paths.write_plot("exact_match_by_turn.csv", ["turn", "world_model", "retrieval", "n"], exact_match_by_turn(rows))
-        mlflow.log_artifact(str(by_turn), artifact_path="plots")
+    all_records = read_bench(paths.agentworldbench)
+    records = sample_records(all_records, settings.max_examples, params.build.seed)
+    model_dir = paths.stage_model(settings.stage)
+    out = paths.eval_dir
+    with stage_run("evaluate", params, settings, parent_run_id) as run:
+        registered = (trained.get("registered_model"), trained.get("registered_version"))
+        if registered[1]:
+            mlflow.set_tags({"registered_model": registered[0], "registered_version": registered[1]})
+        mlflow.set_tag("evaluated_stage", settings.stage)
+        world_model = open_world_model(settings, model=str(model_dir), max_seq_len=params.model.max_seq_len)
+        if registered[1]:
+            world_model.label = f"models:/{registered[0]}/{registered[1]}"
+            world_model.extra = {"registered_model": registered[0], "registered_version": str(registered[1])}
+        world_model.identity += f" trained by run {trained.get('run_id')}"
+        summary = evaluate(records, world_model, settings, out, data_path="data/agentworldbench",
+                           model_params=params.model, train=load_examples(paths.sft_train),
+                           pool=all_records, seed=params.build.seed)
+        metrics = dvc_metrics(summary, settings.stage)
         paths.write_report("eval_metrics.json", metrics)
-        mlflow.log_artifact(str(paths.report("predictions.jsonl")))
-        mlflow.log_dict(metrics, "eval_metrics.json")
-        client = MlflowClient()
-        overall = metrics["world_model"]["all"]
-        for key in ("exact_match", "token_f1") if trained.get("registered_version") else ():
-            client.set_model_version_tag(
-                trained["registered_model"], trained["registered_version"], f"eval.{key}", f"{overall[key]:.4f}"
-            )
+        for plot in write_dvc_plots(paths, summary):
+            mlflow.log_artifact(str(plot), artifact_path="plots")
+        mlflow.log_metrics(flat_metrics(summary))
+        log_eval_artifacts(out)
+        if registered[1]:
+            client = MlflowClient()
+            overall = summary["systems"]["world_model"]["all"]
+            for key in TAGGED_METRICS:
+                client.set_model_version_tag(registered[0], registered[1], f"eval.{key}", f"{overall[key]:.4f}")
+            client.set_model_version_tag(registered[0], registered[1], "eval_run_id", run.info.run_id)
     return metrics
+
+
+def log_eval_artifacts(out: Path) -> None:
+    """The report, predictions, judged rows and plots under `eval/` (the untrained model stays out)."""
+    for name in ("summary.json", "summary.md", "worst_examples.md"):
+        mlflow.log_artifact(str(out / name), artifact_path="eval")
+    for sub in ("predictions", "judged", "rollout", "plots"):
+        if (out / sub).exists():
+            mlflow.log_artifacts(str(out / sub), artifact_path=f"eval/{sub}")

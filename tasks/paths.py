@@ -68,6 +68,11 @@ class StagePaths:
     def train_report(self, stage: str) -> Path:
         return self.root / "reports" / "train" / f"{stage}.json"
 
+    @property
+    def eval_dir(self) -> Path:
+        """Predictions, judged rows, rollouts, summary and plots of the evaluate stage."""
+        return self.root / "reports" / "eval"
+
     def report(self, name: str) -> Path:
         return self.root / "reports" / name
 

@@ -51,7 +51,21 @@ def test_dagbag_has_no_import_errors(airflow_env):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
-    assert {"agentworld_pipeline", "collect_and_validate", "world_model_training"} <= set(result["dags"])
+    assert {"agentworld_pipeline", "collect_and_validate", "world_model_training", "nightly_retrain"} <= set(result["dags"])
+
+
+def test_nightly_retrain_cron_is_off_in_the_demo_and_on_in_production(airflow_env):
+    """The cron comes from params.yaml: none in the demo profile, `schedule.cron` in production."""
+    workspace = Path(airflow_env["AGENTWORLD_HOME"])
+    code = ("import json; from airflow.models.dagbag import DagBag;"
+            "d = DagBag().dags['nightly_retrain']; print(json.dumps({'schedule': getattr(d.timetable, 'expression', None)}))")
+    shutil.copy(PROJECT / "params.yaml", workspace / "params.yaml")
+    demo = _python(code, airflow_env)
+    shutil.copy(PROJECT / "profiles" / "production.yaml", workspace / "params.yaml")
+    production = _python(code, airflow_env)
+    assert demo.returncode == 0 and production.returncode == 0, demo.stderr[-3000:] + production.stderr[-3000:]
+    assert json.loads(demo.stdout.strip().splitlines()[-1])["schedule"] is None
+    assert json.loads(production.stdout.strip().splitlines()[-1])["schedule"] == "0 2 * * *"
 
 
 @pytest.mark.slow
@@ -68,7 +82,8 @@ def test_pipeline_dag_runs_end_to_end(airflow_env, tmp_path):
     assert out.returncode == 0, out.stderr[-5000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["state"] == "success", result
-    assert set(result["tasks"]) == {"start", "collect", "validate", "corpora", "build", "cpt", "sft", "rl", "evaluate"}
+    assert set(result["tasks"]) == {"start", "collect", "validate", "corpora", "build", "cpt", "sft", "rl", "evaluate",
+                                    "promote"}
     runs = list((Path(airflow_env["AGENTWORLD_HOME"]) / "runs" / "airflow").iterdir())
     assert len(runs) == 1
     metrics = json.loads((runs[0] / "reports" / "eval_metrics.json").read_text())
@@ -127,7 +142,7 @@ def test_world_model_training_gates_each_stage(airflow_env):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["state"] == "success", result
     assert set(result["tasks"]) == {"prepare", "start", "corpora", "build", "cpt", "gate_cpt", "sft", "gate_sft",
-                                    "rl", "gate_rl", "evaluate"}
+                                    "rl", "gate_rl", "evaluate", "promote"}
     run_dir = next((workspace / "runs" / "airflow").iterdir())
     assert json.loads((run_dir / "reports" / "train" / "cpt.json").read_text())["global_step"] == 4
 
@@ -140,4 +155,35 @@ def test_world_model_training_gates_each_stage(airflow_env):
     assert result["state"] == "failed"
     assert result["tasks"]["gate_sft"] == "failed" and result["tasks"]["gate_cpt"] == "success"
     assert result["tasks"]["rl"] == "upstream_failed" and result["tasks"]["evaluate"] == "upstream_failed"
+    assert result["tasks"]["promote"] == "upstream_failed"
     assert "above gate.sft.max_eval_loss 0.01" in out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_nightly_retrain_runs_at_smoke_scale_and_promotes(airflow_env):
+    """collect -> validate -> training (gated) -> evaluate -> promote in one run; with no champion
+    yet, the new model becomes it, and the reason is on its version."""
+    from mlflow import MlflowClient
+
+    conf = {"domains": ["terminal"], "episodes_per_domain": 16, "cpt_steps": 4, "sft_steps": 4, "rl_steps": 1,
+            "eval_examples": 6}
+    out = _python(
+        "import json; from airflow.models.dagbag import DagBag;"
+        "dag = DagBag().dags['nightly_retrain'];"
+        f"run = dag.test(run_conf={conf!r});"
+        "states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()};"
+        "print(json.dumps({'state': str(run.state), 'tasks': states}))",
+        airflow_env,
+    )
+    assert out.returncode == 0, out.stderr[-5000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["state"] == "success", result
+    assert set(result["tasks"]) == {"start", "plan", "collect", "validate", "corpora", "build", "cpt", "gate_cpt",
+                                    "sft", "gate_sft", "rl", "gate_rl", "evaluate", "promote"}
+    run_dir = next((Path(airflow_env["AGENTWORLD_HOME"]) / "runs" / "airflow").iterdir())
+    promotion = json.loads((run_dir / "reports" / "promotion.json").read_text())
+    assert promotion["promoted"] is True and promotion["champion_version"] is None
+    client = MlflowClient(tracking_uri=airflow_env["MLFLOW_TRACKING_URI"])
+    champion = client.get_model_version_by_alias("agentworld-world-model", "champion")
+    assert int(champion.version) == promotion["challenger_version"]
+    assert champion.tags["promotion"] == "promoted" and "no champion yet" in champion.tags["promotion_reason"]

@@ -9,7 +9,8 @@ from agentworld.config import ParamsError, load_params
 from tests.conftest import PROJECT, SMOKE_PARAMS
 
 
-@pytest.mark.parametrize("path", [PROJECT / "params.yaml", SMOKE_PARAMS, PROJECT / "profiles" / "research.yaml"])
+@pytest.mark.parametrize("path", [PROJECT / "params.yaml", SMOKE_PARAMS, PROJECT / "profiles" / "research.yaml",
+                                  PROJECT / "profiles" / "production.yaml"])
 def test_shipped_profiles_are_valid(path):
     params = load_params(path)
     assert "terminal" in params.collect.domains and "android" not in params.collect.domains

@@ -16,6 +16,7 @@ from agentworld.data.io import read_jsonl, write_jsonl
 from agentworld.data.prompts import WorldModelExample, system_prompt
 from agentworld.data.schema import Transition, group_trajectories
 from agentworld.envs.rationale import episode_rationales
+from agentworld.evaluation.awbench import BenchRecord, write_bench
 
 
 def is_test_episode(trajectory_id: str, test_fraction: float, seed: int) -> bool:
@@ -46,21 +47,15 @@ def episode_examples(turns: list[Transition], params: BuildParams) -> list[World
     return examples
 
 
-def agentworldbench_records(turns: list[Transition], params: BuildParams) -> Iterable[dict[str, Any]]:
-    """The public AgentWorldBench JSONL layout, one record per turn of a held-out episode."""
+def agentworldbench_records(turns: list[Transition], params: BuildParams) -> Iterable[BenchRecord]:
+    """The public AgentWorldBench layout, one record per turn of a held-out episode."""
     cap = params.max_observation_chars
     system = system_prompt(turns[0].domain, turns[0].instruction)
+    actions = [t.action for t in turns]
+    observations = [t.observation[:cap] for t in turns]
     for i, row in enumerate(turns):
-        yield {
-            "task": row.domain,
-            "id": row.id,
-            "prompt": [t.action for t in turns[: i + 1]],
-            "response": [t.observation[:cap] for t in turns[: i + 1]],
-            "current_prompt": row.action,
-            "system_str": system,
-            "turn_idx": i,
-            "total_turns": len(turns),
-        }
+        yield BenchRecord(task=row.domain, id=row.id, prompt=actions[: i + 1], response=observations[: i + 1],
+                          current_prompt=row.action, system_str=system, turn_idx=i, total_turns=len(turns))
 
 
 def example_record(example: WorldModelExample) -> dict[str, Any]:
@@ -86,14 +81,14 @@ def load_examples(path: str | Path) -> list[WorldModelExample]:
 def build_datasets(transitions: list[Transition], params: BuildParams, out_dir: Path) -> dict[str, int]:
     """Write sft/train.jsonl, sft/test.jsonl and agentworldbench/<domain>_test.jsonl under out_dir."""
     train, test = [], []
-    bench: dict[str, list[dict[str, Any]]] = {}
+    bench: list[BenchRecord] = []
     episodes = group_trajectories(transitions)
     for trajectory_id in sorted(episodes):
         turns = episodes[trajectory_id]
         examples = episode_examples(turns, params)
         if is_test_episode(trajectory_id, params.test_fraction, params.seed):
             test.extend(examples)
-            bench.setdefault(turns[0].domain, []).extend(agentworldbench_records(turns, params))
+            bench.extend(agentworldbench_records(turns, params))
         else:
             train.extend(examples)
     if not train or not test:
@@ -106,6 +101,5 @@ def build_datasets(transitions: list[Transition], params: BuildParams, out_dir: 
         "test_examples": write_jsonl(out_dir / "sft" / "test.jsonl", map(example_record, test)),
         "episodes": len(episodes),
     }
-    for domain, records in bench.items():
-        write_jsonl(out_dir / "agentworldbench" / f"{domain}_test.jsonl", records)
+    write_bench(bench, out_dir / "agentworldbench")
     return counts

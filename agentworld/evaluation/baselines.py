@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agentworld.data.prompts import WorldModelExample
@@ -31,3 +32,25 @@ class RetrievalBaseline:
         queries = self.vectorizer.transform([retrieval_context(e, self.history_turns) for e in examples])
         best = (queries @ self.index.T).toarray().argmax(axis=1)
         return [self.observations[i] for i in best]
+
+
+class LeaveEpisodeOutRetrieval(RetrievalBaseline):
+    """Retrieval when no training split exists (a downloaded benchmark): the index is the
+    evaluated records themselves, and a query never retrieves from its own episode."""
+
+    def __init__(self, pool: Sequence[WorldModelExample], episodes: Sequence[str], history_turns: int = 1) -> None:
+        super().__init__(pool, history_turns)
+        self.pool_episodes = list(episodes)
+
+    def predict_excluding(self, examples: Sequence[WorldModelExample], episodes: Sequence[str]) -> list[str]:
+        queries = self.vectorizer.transform([retrieval_context(e, self.history_turns) for e in examples])
+        scores = (queries @ self.index.T).toarray()
+        pool = np.array(self.pool_episodes)
+        for row, episode in enumerate(episodes):
+            scores[row, pool == episode] = -1.0
+        return [self.observations[i] if scores[row, i] >= 0 else "" for row, i in enumerate(scores.argmax(axis=1))]
+
+
+def copy_previous(examples: Sequence[WorldModelExample]) -> list[str]:
+    """The last observation of the history (empty on the first turn): the 'nothing changes' floor."""
+    return [e.history[-1][1] if e.history else "" for e in examples]

@@ -1,0 +1,54 @@
+"""Long-horizon consistency (Word2World): roll a world model forward on an episode's recorded
+actions, feeding its own predictions back as history, and compare with the real observations
+step by step. Single-step scores condition on the real history; this shows how fast a model's
+errors compound when nothing corrects it, which is how an agent trained in it would see it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentworld.data.prompts import WorldModelExample, parse_observation
+from agentworld.evaluation.awbench import BenchRecord
+from agentworld.evaluation.infer import Generate
+from agentworld.evaluation.metrics import exact_match, token_f1
+
+
+def rollout(generate: Generate, episodes: Sequence[BenchRecord], horizon: int) -> list[dict[str, Any]]:
+    """One row per (episode, step): the prediction from self-fed history next to the real observation.
+
+    `episodes` are final records (`awbench.final_records`): each holds its episode's every action
+    and observation. All episodes step together, one batch per step.
+    """
+    predicted: list[list[str]] = [[] for _ in episodes]
+    rows: list[dict[str, Any]] = []
+    for step in range(horizon):
+        active = [i for i, ep in enumerate(episodes) if step < len(ep.prompt)]
+        if not active:
+            break
+        examples = [
+            WorldModelExample(id=f"{episodes[i].id}@{step}", domain=episodes[i].task, system=episodes[i].system_str,
+                              history=list(zip(episodes[i].prompt[:step], predicted[i])),
+                              action=episodes[i].prompt[step], observation=episodes[i].response[step])
+            for i in active
+        ]
+        for i, example, generation in zip(active, examples, generate(examples)):
+            prediction = parse_observation(generation)[0]
+            predicted[i].append(prediction)
+            rows.append({"episode": episodes[i].id, "task": episodes[i].task, "step": step, "action": example.action,
+                         "prediction": prediction, "reference": example.observation,
+                         "exact_match": exact_match(prediction, example.observation),
+                         "token_f1": token_f1(prediction, example.observation)})
+    return rows
+
+
+def curve(rows: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    """Mean exact match and token F1 at each rollout step."""
+    steps: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        steps.setdefault(int(row["step"]), []).append(row)
+    return [
+        {"step": step, "exact_match": sum(r["exact_match"] for r in group) / len(group),
+         "token_f1": sum(r["token_f1"] for r in group) / len(group), "n": len(group)}
+        for step, group in sorted(steps.items())
+    ]

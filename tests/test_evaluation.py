@@ -1,0 +1,187 @@
+"""Evaluation: resumable inference, `agentworld eval` on a registered model, compare, and the
+champion/challenger promotion gate against a real MLflow registry."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlflow import MlflowClient
+from typer.testing import CliRunner
+
+import tasks.build
+import tasks.evaluate
+import tasks.promote
+import tasks.sft
+from agentworld.cli import app
+from agentworld.data.corpora import build_corpora
+from agentworld.data.io import write_jsonl
+from agentworld.data.prompts import assistant_turn
+from agentworld.evaluation.awbench import read_bench
+from agentworld.evaluation.baselines import copy_previous
+from agentworld.evaluation.infer import infer
+from agentworld.evaluation.promotion import decide
+from tasks.paths import StagePaths
+from tests.helpers import make_transitions
+
+MODEL = "agentworld-world-model"
+
+
+@pytest.fixture()
+def bench_workspace(tmp_path, smoke_params):
+    paths = StagePaths(tmp_path)
+    write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
+    tasks.build.run(smoke_params, tmp_path)
+    build_corpora(paths.corpora, smoke_params.corpora.sources)  # the tokenizer of a scratch model reads them
+    return paths
+
+
+class Crashing:
+    """A real baseline as the backend, which dies after `crash_after` batches, counting its prompts."""
+
+    def __init__(self, crash_after: int | None = None) -> None:
+        self.crash_after, self.batches, self.prompts = crash_after, 0, []
+
+    def __call__(self, examples):
+        if self.crash_after is not None and self.batches == self.crash_after:
+            raise KeyboardInterrupt("killed mid-file")
+        self.batches += 1
+        self.prompts += [e.id for e in examples]
+        return [assistant_turn(o) for o in copy_previous(examples)]
+
+
+def test_inference_resumes_after_a_crash_mid_file(bench_workspace, tmp_path):
+    records = read_bench(bench_workspace.agentworldbench)
+    assert len(records) > 12
+    out = tmp_path / "predictions.jsonl"
+    first = Crashing(crash_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        infer("world_model", first, records, out, batch_size=4, progress=False)
+    written = out.read_text().splitlines()
+    assert len(written) == 8
+    with out.open("a") as fh:  # the crash also cut a line in half
+        fh.write('{"id": "' + records[8].id + '", "predic')
+    second = Crashing()
+    rows = infer("world_model", second, records, out, batch_size=4, progress=False)
+    assert second.prompts == [r.id for r in records[8:]]  # nothing finished is generated again
+    assert [r["id"] for r in rows] == [r.id for r in records]
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(row["id"] for row in lines) == sorted(r.id for r in records)  # each once, file valid JSONL
+    fresh = infer("world_model", Crashing(), records, tmp_path / "fresh.jsonl", batch_size=4, progress=False)
+    assert rows == fresh
+
+
+def summary_with(scores: dict[str, float], md5: str = "same") -> dict:
+    table = {domain: {"judge_overall": v, "token_f1": v / 100, "exact_match": 0.0} for domain, v in scores.items()}
+    return {"systems": {"world_model": table}, "data": {"md5": md5}}
+
+
+def test_promotion_rule_both_ways(smoke_params):
+    rule = smoke_params.promote.model_copy(update={"margin": 2.0, "floors": {"judge_overall": 30.0}})
+    champion = summary_with({"terminal": 50.0, "os": 40.0, "all": 45.0})
+    better = decide(summary_with({"terminal": 55.0, "os": 41.0, "all": 48.0}), champion, rule)
+    assert better.promote and better.champion_score == 45.0 and "+ margin 2.0" in better.reason
+    close = decide(summary_with({"terminal": 52.0, "os": 40.0, "all": 46.0}), champion, rule)
+    assert not close.promote and close.reason == "judge_overall 46.0000 < champion 45.0000 + margin 2.0"
+    floor = decide(summary_with({"terminal": 90.0, "os": 20.0, "all": 55.0}), champion, rule)
+    assert not floor.promote and floor.reason == "below floor: os judge_overall 20.0000 < floor 30.0"
+    first = decide(summary_with({"terminal": 35.0, "all": 35.0}), None, rule)
+    assert first.promote and "no champion yet" in first.reason
+    with pytest.raises(ValueError, match="different records"):
+        decide(summary_with({"all": 50.0}, md5="other"), champion, rule)
+
+
+def _train_and_evaluate(params, root, steps: int) -> str:
+    staged = params.model_copy(update={
+        "sft": params.sft.model_copy(update={"init": "scratch", "max_steps": steps, "save_steps": 1000}),
+        "evaluate": params.evaluate.model_copy(update={"stage": "sft", "baselines": ["copy_previous"],
+                                                       "rollout_episodes": 2, "rollout_horizon": 2}),
+    })
+    version = tasks.sft.run(staged, root)["registered_version"]
+    metrics = tasks.evaluate.run(staged, root)
+    assert metrics["registered_version"] == int(version)
+    return staged
+
+
+@pytest.mark.slow
+def test_promotion_gate_against_the_registry(bench_workspace, smoke_params, mlflow_store):
+    """v1 (barely trained) becomes champion; v2 (trained longer) beats it; v3 (barely trained)
+    is refused, with the reason on its version, and the champion stays v2."""
+    client = MlflowClient()
+    root = bench_workspace.root
+    params = _train_and_evaluate(smoke_params, root, steps=1)
+    first = tasks.promote.run(params, root)
+    assert first["promoted"] and first["champion_version"] is None
+
+    params = _train_and_evaluate(smoke_params, root, steps=60)
+    second = tasks.promote.run(params, root)
+    assert second["promoted"], second["reason"]
+    assert second["champion_version"] == first["challenger_version"]
+    assert second["challenger_score"] > second["champion_score"]
+    assert str(client.get_model_version_by_alias(MODEL, "champion").version) == str(second["challenger_version"])
+
+    params = _train_and_evaluate(smoke_params, root, steps=1)
+    third = tasks.promote.run(params, root)
+    assert not third["promoted"]
+    refused = client.get_model_version(MODEL, str(third["challenger_version"])).tags
+    assert refused["promotion"] == "refused"
+    assert refused["promotion_reason"].startswith("judge_overall ") and "< champion" in refused["promotion_reason"]
+    assert refused["compared_with"] == str(second["challenger_version"])
+    assert str(client.get_model_version_by_alias(MODEL, "champion").version) == str(second["challenger_version"])
+    saved = json.loads(bench_workspace.report("promotion.json").read_text())
+    assert saved == third
+
+
+@pytest.mark.slow
+def test_eval_cli_scores_the_champion_with_baselines_and_compares_versions(bench_workspace, smoke_params, mlflow_store,
+                                                                          monkeypatch, tmp_path):
+    root = bench_workspace.root
+    monkeypatch.setenv("AGENTWORLD_HOME", str(root))
+    params = smoke_params.model_copy(update={"sft": smoke_params.sft.model_copy(update={"init": "scratch", "max_steps": 8})})
+    v1 = tasks.sft.run(params, root)["registered_version"]
+    v2 = tasks.sft.run(params.model_copy(update={"sft": params.sft.model_copy(update={"max_steps": 2})}), root)["registered_version"]
+    MlflowClient().set_registered_model_alias(MODEL, "champion", v1)
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(json.dumps(smoke_params.model_dump(mode="json", by_alias=True)))
+    runner = CliRunner()
+    out = tmp_path / "eval"
+    result = runner.invoke(app, ["eval", "run", "--data", str(bench_workspace.agentworldbench), "--model",
+                                 f"models:/{MODEL}@champion", "--out", str(out), "--params", str(params_file)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model"]["registered_version"] == str(v1)
+    assert set(summary["systems"]) == {"world_model", "retrieval", "copy_previous", "untrained"}
+    for system, table in summary["systems"].items():
+        assert set(table) == {"terminal", "all"}
+        for metric in ("format", "factuality", "consistency", "realism", "quality", "judge_overall"):
+            assert 0.0 <= table["all"][metric] <= 100.0
+        assert 0.0 <= table["all"]["exact_match"] <= table["all"]["token_f1"] + 1e-9 <= 1.0 + 1e-9
+    assert "| domain | n | format | factuality | consistency | realism | quality |" in result.output
+    assert summary["rollout"]["world_model"] and summary["by_turn"]["untrained"]
+    for name in ("predictions/world_model.jsonl", "judged/local/untrained.jsonl", "worst_examples.md",
+                 "plots/judge_dimensions.png", "plots/rollout.png", "data/terminal_test.jsonl"):
+        assert (out / name).exists(), name
+
+    compared = runner.invoke(app, ["eval", "compare", str(v2), "@champion", "--params", str(params_file)])
+    assert compared.exit_code != 0 and "has no logged evaluation" in compared.output  # v2 was never scored
+    compared = runner.invoke(app, ["eval", "compare", str(v2), "@champion", "--data", str(bench_workspace.agentworldbench),
+                                   "--params", str(params_file), "--max-examples", "6"])
+    assert compared.exit_code == 0, compared.output
+    assert f"A: models:/{MODEL}/{v2}" in compared.output and f"B: models:/{MODEL}/{v1}" in compared.output
+    row = next(line for line in compared.output.splitlines() if line.startswith("| all |"))
+    assert row.count("|") == 11  # domain + 3 metrics x (A, B, delta)
+
+
+def test_eval_cli_errors_name_the_setting(tmp_path, bench_workspace, mlflow_store):
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", "run", "--data", str(tmp_path / "nowhere"), "--model", "x"])
+    assert result.exit_code == 2 and "no such file or directory" in result.output
+    result = runner.invoke(app, ["eval", "run", "--data", str(bench_workspace.agentworldbench), "--model",
+                                 str(tmp_path / "no-model")])
+    assert result.exit_code == 2 and "--model" in result.output
+    result = runner.invoke(app, ["eval", "run", "--data", str(bench_workspace.agentworldbench),
+                                 "--base-url", "http://127.0.0.1:9/v1", "--model-name", "tiny"])
+    assert result.exit_code == 2 and "--base-url http://127.0.0.1:9/v1: no OpenAI-compatible server answers" in result.output
+    result = runner.invoke(app, ["eval", "run", "--data", str(bench_workspace.agentworldbench), "--model",
+                                 f"models:/{MODEL}@champion"])
+    assert result.exit_code == 2 and "not in the registry" in result.output
