@@ -24,6 +24,10 @@ def _per_domain(folder: Path, totals: tuple[str, ...], only: Sequence[str] | Non
     return summary
 
 
+#: Systems of the evaluation report: the world model, then its baselines.
+SYSTEMS = ("world_model", "retrieval", "copy_previous", "untrained")
+
+
 def collect_summary(root: Path, domains: Sequence[str] | None = None) -> dict[str, Any]:
     """Headline numbers of the last run; `domains` limits per-domain reports to the selected ones."""
     reports = root / "reports"
@@ -36,6 +40,7 @@ def collect_summary(root: Path, domains: Sequence[str] | None = None) -> dict[st
         "train": {stage: _read(reports / "train" / f"{stage}.json") for stage in ("cpt", "sft", "rl")
                   if (reports / "train" / f"{stage}.json").exists()},
         "evaluate": _read(reports / "eval_metrics.json"),
+        "promote": _read(reports / "promotion.json"),
     }
 
 
@@ -48,10 +53,11 @@ def log_summary(root: Path, parent_run_id: str, domains: Sequence[str] | None = 
     if summary["validate"]:
         flat["clean_rows"] = summary["validate"]["clean"]
         flat["rejected_rows"] = summary["validate"]["rejected"]
-    for system in ("world_model", "retrieval"):
+    for system in SYSTEMS:
         for domain, values in summary["evaluate"].get(system, {}).items():
-            flat[f"{system}.{domain}.exact_match"] = values["exact_match"]
-            flat[f"{system}.{domain}.token_f1"] = values["token_f1"]
+            for metric in ("judge_overall", "exact_match", "token_f1"):
+                if metric in values:
+                    flat[f"{system}.{domain}.{metric}"] = values[metric]
     with mlflow.start_run(run_id=parent_run_id):
         mlflow.log_metrics(flat)
         for stage, report in summary["train"].items():
@@ -75,11 +81,20 @@ def render_summary(summary: dict[str, Any]) -> str:
         lines.append(f"{stage:4s} model registered : {t.get('registered_model')} version {t.get('registered_version')} "
                      f"({t['model_parameters']:,} parameters, {t['global_step']} steps, {t['wall_s']} s; held-out {held_out})")
     if evaluate:
-        lines.append(f"held-out examples     : {evaluate['examples']}")
-        lines.append(f"{'domain':12s} {'system':12s} {'exact match':>12s} {'token F1':>10s}")
+        systems = [s for s in SYSTEMS if s in evaluate]
+        lines.append(f"held-out examples     : {evaluate['examples']} (judge {evaluate.get('primary_judge', 'local')}, "
+                     "0-100 / exact match / token F1; full report: reports/eval/summary.md)")
+        lines.append(f"{'domain':12s} " + " ".join(f"{s:>22s}" for s in systems))
         for domain in evaluate["world_model"]:
-            for system in ("world_model", "retrieval"):
-                v = evaluate[system][domain]
-                lines.append(f"{domain:12s} {system:12s} {v['exact_match']:12.3f} {v['token_f1']:10.3f}")
+            cells = []
+            for system in systems:
+                v = evaluate[system].get(domain, {})
+                cells.append(f"{v.get('judge_overall', float('nan')):6.1f} {v.get('exact_match', float('nan')):6.3f} "
+                             f"{v.get('token_f1', float('nan')):6.3f}" if v else "n/a")
+            lines.append(f"{domain:12s} " + " ".join(f"{c:>22s}" for c in cells))
+    promote = summary.get("promote") or {}
+    if promote:
+        verdict = "promoted to" if promote["promoted"] else "not promoted to"
+        lines.append(f"version {promote['challenger_version']} {verdict} {promote['alias']}: {promote['reason']}")
     lines.append("Look next: `make mlflow` (runs, registry), `make airflow` (DAGs), `dvc metrics show`.")
     return "\n".join(lines)

@@ -76,7 +76,7 @@ def run_training_stage(
         model, tokenizer, parent = prepare(paths, inputs)
         fingerprint = {"data": inputs.data_md5, "model": params.model.model_dump(), stage: section.model_dump(),
                        "parent": parent.get("run_id"), **(extra_fingerprint or {})}
-        resume = prepare_checkpoints(paths.checkpoints(stage), fingerprint)
+        resume = prepare_checkpoints(paths.checkpoints(stage), fingerprint, section.max_steps)
         n_params = count_parameters(model)
         mlflow.log_params({f"model.{k}": v for k, v in params.model.model_dump().items()})
         mlflow.log_metrics({"model_parameters": n_params, "train_examples": len(inputs.train)})

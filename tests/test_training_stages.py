@@ -168,3 +168,17 @@ def test_cpt_killed_with_sigkill_resumes_from_its_last_checkpoint(workspace, par
     assert report["resumed_from"] and "checkpoint-" in report["resumed_from"]
     resumed_at = int(report["resumed_from"].rsplit("-", 1)[1])
     assert 4 <= resumed_at < 16
+
+
+def test_checkpoints_resume_only_unfinished_runs_of_the_same_inputs(tmp_path):
+    from agentworld.training.common import prepare_checkpoints
+
+    ckpt = tmp_path / "ckpt"
+    assert prepare_checkpoints(ckpt, {"data": "a"}, max_steps=10) is None
+    (ckpt / "checkpoint-4").mkdir()
+    assert prepare_checkpoints(ckpt, {"data": "a"}, max_steps=10) == str(ckpt / "checkpoint-4")
+    assert prepare_checkpoints(ckpt, {"data": "b"}, max_steps=10) is None  # other inputs: discarded
+    assert not (ckpt / "checkpoint-4").exists()
+    (ckpt / "checkpoint-10").mkdir()
+    assert prepare_checkpoints(ckpt, {"data": "b"}, max_steps=10) is None  # finished: start fresh
+    assert not (ckpt / "checkpoint-10").exists()

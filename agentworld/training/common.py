@@ -88,13 +88,19 @@ def trainer_kwargs(stage: TrainParams, output_dir: Path, dist: DistributedParams
     return kwargs
 
 
-def prepare_checkpoints(checkpoints: Path, fingerprint: dict[str, Any]) -> str | None:
+def prepare_checkpoints(checkpoints: Path, fingerprint: dict[str, Any], max_steps: int) -> str | None:
     """Keep checkpoints only when they belong to this exact data and configuration; return the
-    latest one to resume from (None: start fresh)."""
+    latest one to resume from (None: start fresh).
+
+    A checkpoint at `max_steps` is a finished run whose outputs DVC has since removed: the
+    Trainer would take one more step from it, so the stage starts fresh (same seed, same model).
+    """
     marker = checkpoints / "fingerprint.json"
     text = json.dumps(fingerprint, sort_keys=True, default=str)
-    if checkpoints.exists() and (not marker.exists() or marker.read_text() != text):
-        log.info("checkpoints in %s belong to other data or settings; starting fresh", checkpoints)
+    last = get_last_checkpoint(str(checkpoints)) if checkpoints.exists() else None
+    finished = last is not None and int(Path(last).name.rsplit("-", 1)[1]) >= max_steps
+    if checkpoints.exists() and (not marker.exists() or marker.read_text() != text or finished):
+        log.info("checkpoints in %s belong to other data or settings, or to a finished run; starting fresh", checkpoints)
         shutil.rmtree(checkpoints)
     checkpoints.mkdir(parents=True, exist_ok=True)
     marker.write_text(text)
