@@ -80,12 +80,13 @@ def test_mlflow_groups_stage_runs_and_registers_version(pipeline_copy):
     assert parents, "no pipeline parent run"
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[-1].info.run_id]
     assert {r.data.tags["stage"] for r in children} == {"collect", "validate", "corpora", "build", "cpt", "sft", "rl",
-                                                       "evaluate"}
+                                                       "evaluate", "promote"}
     for run in children:
         assert run.data.tags["git_commit"] != "unknown"
     versions = {v: client.get_model_version("agentworld-world-model", v) for v in ("1", "2", "3")}
     assert [versions[v].tags["stage"] for v in ("1", "2", "3")] == ["cpt", "sft", "rl"]
     assert [versions[v].tags["parent_version"] for v in ("1", "2", "3")] == ["none", "1", "2"]
     assert all(v.tags["domain"] == "terminal" for v in versions.values())
-    assert "eval.exact_match" in versions["3"].tags
+    assert "eval.exact_match" in versions["3"].tags and "eval.judge_overall" in versions["3"].tags
+    assert versions["3"].tags["promotion"] == "promoted" and "champion" in versions["3"].aliases
     assert "world_model.all.exact_match" in parents[-1].data.metrics
