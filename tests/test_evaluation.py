@@ -251,3 +251,12 @@ def test_both_judges_score_every_system_and_report_their_agreement(bench_workspa
     assert agreement["overall"] > 0.3  # both judges reward predictions that hold the real observation
     assert (tmp_path / "eval" / "judged" / "llm" / "retrieval.jsonl").exists()
     assert "Judge agreement (Spearman rank correlation" in (tmp_path / "eval" / "summary.md").read_text()
+
+    # the judge and score steps alone, from the CLI, on the same directory
+    (tmp_path / "eval" / "judged" / "local" / "retrieval.jsonl").unlink()
+    runner = CliRunner()
+    judged = runner.invoke(app, ["eval", "judge", "--out", str(tmp_path / "eval"), "--judge", "local"])
+    assert judged.exit_code == 0 and "judged by local" in judged.output, judged.output
+    scored = runner.invoke(app, ["eval", "score", "--out", str(tmp_path / "eval")])
+    assert scored.exit_code == 0, scored.output
+    assert json.loads((tmp_path / "eval" / "summary.json").read_text())["systems"] == summary["systems"]
