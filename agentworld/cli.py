@@ -175,6 +175,37 @@ def experiment_stages(
     typer.echo(result["markdown"])
 
 
+@app.command()
+def serve(
+    model: str = typer.Option("models:/agentworld-world-model@champion",
+                              help="models:/NAME@ALIAS, models:/NAME/VERSION or a checkpoint directory"),
+    name: str = typer.Option("agentworld-world-model", help="the model id clients ask for"),
+    host: str = typer.Option("127.0.0.1", help="address to bind (loopback by default)"),
+    port: int = typer.Option(8000, help="port of the OpenAI-compatible API"),
+    max_model_len: Optional[int] = typer.Option(None, help="context length (default: the model's)"),
+) -> None:
+    """Serve a world model as an OpenAI-compatible endpoint (vLLM's server) until interrupted."""
+    import torch
+
+    from agentworld.evaluation.backends import BackendError, local_model_dir
+    from agentworld.models.factory import ModelLoadError
+    from agentworld.simulation.serve import server_env, vllm_server_command
+    from agentworld.tracking.runs import configure, project_root
+
+    params = load_params(DEFAULT_PARAMS_PATH) if DEFAULT_PARAMS_PATH.exists() else None
+    configure(params.tracking.experiment if params else "agentworld")
+    try:
+        path, registered = local_model_dir(model, project_root() / ".cache" / "models")
+    except (BackendError, ModelLoadError) as err:
+        typer.echo(f"serve: {err}", err=True)
+        raise typer.Exit(2) from None
+    gpu = torch.cuda.is_available()
+    cmd = vllm_server_command(path, name, host, port, max_model_len, gpu)
+    label = f"models:/{registered.name}/{registered.version}" if registered else str(path)
+    typer.echo(f"serving {label} as {name!r} on http://{host}:{port}/v1 (vLLM, {'GPU' if gpu else 'CPU'})", err=True)
+    os.execve(sys.executable, cmd, server_env(gpu))
+
+
 def main() -> None:  # pragma: no cover - console entry
     try:
         app()

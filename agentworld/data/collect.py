@@ -190,7 +190,8 @@ def _play_episode(env: TextEnv, domain: str, params: CollectParams, index: int) 
         yield Transition(
             id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn, domain=domain,
             env_id=env.env_id, task_id=task.task_id, instruction=task.instruction, action=action,
-            observation=observation, reward=float(reward), done=last, source="real", policy=policy_name,
+            observation=observation, reward=float(reward), done=last,
+            source="synthetic" if info.get("simulated") else "real", policy=policy_name,
             env_version=env.env_version, seed=seed, timestamp=utc_now(),
             info={**info, "episode_index": index, "terminated": terminated,
                   "max_steps_reached": last and not (terminated or truncated)},

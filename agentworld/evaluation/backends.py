@@ -25,11 +25,12 @@ from agentworld.models.tokenizer import IM_END
 
 
 class Backend(Protocol):
-    """Anything that answers world-model prompts: one raw assistant turn per example."""
+    """Anything that answers world-model prompts: one raw assistant turn per example (greedy at
+    temperature 0; sampled above it, e.g. to retry a malformed generation)."""
 
     name: str
 
-    def generate(self, examples: Sequence[WorldModelExample]) -> list[str]: ...
+    def generate(self, examples: Sequence[WorldModelExample], temperature: float = 0.0) -> list[str]: ...
 
 
 class BackendError(RuntimeError):
@@ -94,11 +95,11 @@ class TransformersBackend:
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         self.max_seq_len = max_seq_len or int(getattr(self.model.config, "max_position_embeddings", 2048))
 
-    def generate(self, examples: Sequence[WorldModelExample]) -> list[str]:
+    def generate(self, examples: Sequence[WorldModelExample], temperature: float = 0.0) -> list[str]:
         from agentworld.evaluation.predict import generate_turns
 
         return generate_turns(self.model, self.tokenizer, examples, self.max_new_tokens, self.batch_size,
-                              self.max_seq_len, progress=False)
+                              self.max_seq_len, progress=False, temperature=temperature)
 
 
 class VLLMBackend:
@@ -121,12 +122,15 @@ class VLLMBackend:
         self.sampling = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, stop=[IM_END],
                                        skip_special_tokens=False)
 
-    def generate(self, examples: Sequence[WorldModelExample]) -> list[str]:
+    def generate(self, examples: Sequence[WorldModelExample], temperature: float = 0.0) -> list[str]:
         from agentworld.models.chat import fit_prompt
 
         budget = max(16, self.max_seq_len - self.max_new_tokens)
         conversations = [fit_prompt(e, self.tokenizer, budget) for e in examples]
-        outputs = self.llm.chat(conversations, self.sampling, use_tqdm=False)
+        sampling = self.sampling if temperature <= 0 else self.sampling.clone()
+        if temperature > 0:
+            sampling.temperature = temperature
+        outputs = self.llm.chat(conversations, sampling, use_tqdm=False)
         return [o.outputs[0].text.split(IM_END, 1)[0] for o in outputs]
 
 
@@ -159,7 +163,7 @@ class OpenAIBackend:
         if served and self.model_name not in served:
             raise BackendError(f"--model-name {self.model_name!r}: the server at {self.base_url} serves {served}")
 
-    def generate_one(self, example: WorldModelExample) -> str:
+    def generate_one(self, example: WorldModelExample, temperature: float = 0.0) -> str:
         import openai
 
         keep = min(self.history_turns, len(example.history))
@@ -167,7 +171,7 @@ class OpenAIBackend:
             try:
                 response = self.client.chat.completions.create(
                     model=self.model_name, messages=example.prompt_messages(history_turns=keep),
-                    temperature=0.0, max_tokens=self.max_new_tokens)
+                    temperature=temperature, max_tokens=self.max_new_tokens)
                 return response.choices[0].message.content or ""
             except openai.BadRequestError:
                 if keep == 0:
@@ -176,9 +180,9 @@ class OpenAIBackend:
             except openai.APIConnectionError as err:
                 raise BackendError(f"--base-url {self.base_url}: the server stopped answering ({err})") from None
 
-    def generate(self, examples: Sequence[WorldModelExample]) -> list[str]:
+    def generate(self, examples: Sequence[WorldModelExample], temperature: float = 0.0) -> list[str]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(self.generate_one, examples))
+            return list(pool.map(lambda e: self.generate_one(e, temperature), examples))
 
 
 def local_model_dir(spec: str, cache_root: Path) -> tuple[Path, RegistryModel | None]:

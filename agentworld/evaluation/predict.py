@@ -37,8 +37,10 @@ def generate_turns(
     batch_size: int,
     max_seq_len: int,
     progress: bool = True,
+    temperature: float = 0.0,
 ) -> list[str]:
-    """The raw assistant turn (optional `<think>`, marker, observation) generated for each example."""
+    """The raw assistant turn (optional `<think>`, marker, observation) generated for each example;
+    greedy at temperature 0, sampled above it."""
     model.eval()
     if hasattr(model.config, "output_router_logits"):
         # MoE router logits are a training-time signal (aux loss); during cached generation
@@ -60,7 +62,7 @@ def generate_turns(
         generated = model.generate(
             **batch,
             max_new_tokens=max_new_tokens,
-            do_sample=False,
+            **({"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}),
             eos_token_id=stop_id,
             pad_token_id=tokenizer.pad_token_id,
         )

@@ -1,0 +1,150 @@
+"""WorldModelEnv: the real domains' text-env protocol, answered by a world model.
+
+An agent written against `TextEnv` (`reset` -> observation, `step(action)` -> observation,
+reward, terminated, truncated, info) runs unchanged against a real environment or this one.
+The episode's task and first observation come from a `TaskSource` (by default the real
+domain's own task generator, so simulated and real episodes start alike); every `step` asks
+the world model for the next observation given the task, the history and the action, with the
+run's `Control` instructions in the system prompt.
+
+A generation without the observation marker is retried by sampling (`retries` times at
+`retry_temperature`); if it is still malformed, the episode goes on with a marked error
+observation (`info["wm_error"]`) instead of crashing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentworld.data.prompts import WorldModelExample, parse_observation, system_prompt
+from agentworld.envs.base import Task, TextEnv
+from agentworld.evaluation.backends import Backend
+
+#: Actions that end an episode, per domain (as the real environments treat them).
+END_ACTIONS: dict[str, frozenset[str]] = {
+    "terminal": frozenset({"exit", "submit"}),
+    "os": frozenset({"submit", "exit", "logout"}),
+    "mcp": frozenset({"submit", "exit"}),
+    "swe": frozenset({"submit"}),
+    "web": frozenset({"stop"}),
+}
+ERROR_OBSERVATION = "[world model error: no well-formed observation after {attempts} attempts]"
+
+
+class TaskSource(Protocol):
+    """Where simulated episodes start: a task and the first observation for a seed."""
+
+    def start(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Task, str, dict[str, Any]]: ...
+
+
+class RealTaskSource:
+    """Tasks and first observations from the real domain's `reset` (its task generator and set-up);
+    no agent action ever reaches the real environment."""
+
+    def __init__(self, domain: str, make_env: Callable[[], TextEnv] | None = None) -> None:
+        from agentworld.envs.registry import make_env as registry_env
+
+        self.domain = domain
+        self._make_env = make_env or (lambda: registry_env(domain))
+
+    def start(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Task, str, dict[str, Any]]:
+        env = self._make_env()
+        try:
+            observation, info = env.reset(seed=seed, options=options)
+            return env.task, observation, info  # type: ignore[attr-defined]
+        finally:
+            env.close()
+
+
+@dataclass(frozen=True)
+class Control:
+    """Instructions that steer the simulator beyond imitation, recorded on every synthetic row.
+
+    `faults` (e.g. "tool errors", "timeouts", "rate limits", "permission denied", "flaky tests")
+    are injected at `fault_rate`; `perturbation` changes the initial state; `fiction` describes a
+    self-consistent invented world (e.g. an MCP database's invented records).
+    """
+
+    faults: tuple[str, ...] = ()
+    fault_rate: float = 0.0
+    perturbation: str | None = None
+    fiction: str | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def system_suffix(self) -> str:
+        lines = []
+        if self.fiction:
+            lines.append(f"Simulate this invented world consistently: {self.fiction}")
+        if self.perturbation:
+            lines.append(f"The environment's state differs from usual: {self.perturbation}")
+        if self.faults and self.fault_rate > 0:
+            lines.append(f"Inject faults ({', '.join(self.faults)}) in about {self.fault_rate:.0%} of the steps, "
+                         "as the real environment would report them.")
+        return ("\n\nSimulation control:\n" + "\n".join(f"- {line}" for line in lines)) if lines else ""
+
+    def as_record(self) -> dict[str, Any]:
+        return {"faults": list(self.faults), "fault_rate": self.fault_rate, "perturbation": self.perturbation,
+                "fiction": self.fiction, **self.notes}
+
+
+class WorldModelEnv(TextEnv):
+    """A domain simulated by a world model behind any `Backend`."""
+
+    env_version = "wm1"
+
+    def __init__(self, domain: str, backend: Backend, tasks: TaskSource | None = None, *,
+                 control: Control | None = None, retries: int = 2, retry_temperature: float = 0.8,
+                 max_steps: int | None = None) -> None:
+        super().__init__()
+        self.domain, self.backend = domain, backend
+        self.tasks = tasks or RealTaskSource(domain)
+        self.control = control or Control()
+        self.retries, self.retry_temperature, self.max_steps = retries, retry_temperature, max_steps
+        self.task: Task | None = None
+        self.history: list[tuple[str, str]] = []
+        self._system = ""
+        self._done = True
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.task, observation, info = self.tasks.start(seed, options)
+        self._system = system_prompt(self.domain, self.task.instruction) + self.control.system_suffix()
+        self.history, self._done = [], False
+        return observation, {**info, "simulated": True, "control": self.control.as_record()}
+
+    def example(self, action: str) -> WorldModelExample:
+        """The world-model prompt for `action` in the current episode."""
+        return WorldModelExample(id=f"{self.task.task_id if self.task else 'none'}:{len(self.history):03d}",
+                                 domain=self.domain, system=self._system, history=list(self.history), action=action)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._done or self.task is None:
+            raise RuntimeError("episode is over (or never started); call reset() first")
+        if action.strip() in END_ACTIONS.get(self.domain, frozenset()):
+            return self._finish(action, "", {"ended_by_agent": True, "attempts": 0, "wm_error": False})
+        example = self.example(action)
+        observation, info = "", {}
+        for attempt in range(self.retries + 1):
+            temperature = 0.0 if attempt == 0 else self.retry_temperature
+            generation = self.backend.generate([example], temperature=temperature)[0]
+            observation, well_formed = parse_observation(generation)
+            info = {"attempts": attempt + 1, "wm_error": not well_formed, "generation": generation}
+            if well_formed:
+                break
+        if info["wm_error"]:
+            observation = ERROR_OBSERVATION.format(attempts=self.retries + 1)
+        self.history.append((action, observation))
+        truncated = self.max_steps is not None and len(self.history) >= self.max_steps
+        self._done = truncated
+        return observation, 0.0, False, truncated, {**info, **self._tags()}
+
+    def _finish(self, action: str, observation: str, info: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.history.append((action, observation))
+        self._done = True
+        return observation, 0.0, True, False, {**info, **self._tags()}
+
+    def _tags(self) -> dict[str, Any]:
+        """What every simulated step carries: that it is simulated, and under which controls."""
+        return {"simulated": True, "control": self.control.as_record()}

@@ -1,0 +1,90 @@
+"""WorldModelEnv: the real envs' protocol, answered by a world model; one agent runs against both."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentworld.config import CollectParams, PolicyMix
+from agentworld.data.collect import _play_episode
+from agentworld.data.prompts import assistant_turn
+from agentworld.envs.registry import make_env
+from agentworld.evaluation.backends import TransformersBackend
+from agentworld.models.factory import build_model
+from agentworld.simulation.env import ERROR_OBSERVATION, Control, WorldModelEnv
+
+
+@pytest.fixture(scope="module")
+def untrained_dir(tmp_path_factory, ) -> str:
+    """A tiny fresh world model of our architecture (it never writes the observation marker)."""
+    from tests.conftest import SMOKE_PARAMS
+    from agentworld.config import load_params
+
+    params = load_params(SMOKE_PARAMS).model
+    model, tokenizer = build_model(params, ["ls -la", "cat notes.txt", "hello world"] * 50)
+    out = tmp_path_factory.mktemp("untrained")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
+
+
+class Counting:
+    """A real transformers backend that counts calls and their temperatures."""
+
+    def __init__(self, model_dir: str) -> None:
+        self.inner = TransformersBackend(model_dir, max_new_tokens=8, batch_size=4, max_seq_len=256)
+        self.name, self.temperatures = "counting", []
+
+    def generate(self, examples, temperature=0.0):
+        self.temperatures.append(temperature)
+        return self.inner.generate(examples, temperature)
+
+
+def params(policy: str) -> CollectParams:
+    mix = PolicyMix(**{name: float(name == policy) for name in ("scripted", "exploratory", "erroneous")})
+    return CollectParams(episodes_per_domain=1, max_steps=3, policy_mix=mix, seed=0)
+
+
+def test_one_agent_runs_unchanged_against_the_real_and_the_simulated_terminal(untrained_dir):
+    real = make_env("terminal")
+    backend = Counting(untrained_dir)
+    simulated = WorldModelEnv("terminal", backend, control=Control(faults=("permission denied",), fault_rate=0.2))
+    try:
+        real_rows = list(_play_episode(real, "terminal", params("scripted"), index=0))
+        sim_rows = list(_play_episode(simulated, "terminal", params("scripted"), index=0))
+    finally:
+        real.close()
+        simulated.close()
+    # same task, same agent, same first action: only the environment differs
+    assert real_rows[0].task_id == sim_rows[0].task_id and real_rows[0].action == sim_rows[0].action
+    assert {r.source for r in real_rows} == {"real"} and {r.source for r in sim_rows} == {"synthetic"}
+    assert sim_rows[0].info["control"]["faults"] == ["permission denied"]
+    # an untrained model never writes the marker: greedy, then two sampled retries, then a marked error
+    assert sim_rows[0].observation == ERROR_OBSERVATION.format(attempts=3) and sim_rows[0].info["wm_error"]
+    assert backend.temperatures[:3] == [0.0, 0.8, 0.8]
+    assert "Simulation control:" in simulated.example("ls").system and "permission denied" in simulated.example("ls").system
+
+
+class Scripted:
+    """A backend that answers from a fixed list of generations (a stand-in for a trained model)."""
+
+    name = "scripted"
+
+    def __init__(self, generations):
+        self.generations = list(generations)
+
+    def generate(self, examples, temperature=0.0):
+        return [self.generations.pop(0) for _ in examples]
+
+
+def test_world_model_env_keeps_history_retries_and_ends_on_the_domain_end_action():
+    env = WorldModelEnv("terminal", Scripted(["no marker", assistant_turn("a.txt\nb.txt"), assistant_turn("")]))
+    first, info = env.reset(seed=3)
+    assert info["simulated"] and env.task is not None and env.task.instruction in first
+    obs, reward, terminated, truncated, info = env.step("ls")
+    assert obs == "a.txt\nb.txt" and info["attempts"] == 2 and not info["wm_error"] and not terminated
+    obs, *_ = env.step("cat a.txt")
+    assert env.example("wc -l a.txt").history == [("ls", "a.txt\nb.txt"), ("cat a.txt", "")]
+    _, _, terminated, _, info = env.step("submit")
+    assert terminated and info["ended_by_agent"]
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step("ls")
