@@ -88,3 +88,28 @@ def test_world_model_env_keeps_history_retries_and_ends_on_the_domain_end_action
     assert terminated and info["ended_by_agent"]
     with pytest.raises(RuntimeError, match="call reset"):
         env.step("ls")
+
+
+class Batches(Scripted):
+    """Scripted, and remembers the size and temperature of each batch."""
+
+    def __init__(self, generations):
+        super().__init__(generations)
+        self.calls = []
+
+    def generate(self, examples, temperature=0.0):
+        self.calls.append((len(examples), temperature))
+        return super().generate(examples, temperature)
+
+
+def test_many_episodes_step_in_one_batch_and_retry_together():
+    from agentworld.simulation.env import step_many
+
+    backend = Batches([assistant_turn("one"), "broken", assistant_turn("three"), assistant_turn("two, retried")])
+    envs = [WorldModelEnv("terminal", backend, retries=1) for _ in range(4)]
+    for seed, env in enumerate(envs):
+        env.reset(seed=seed)
+    results = step_many(envs, ["ls", "pwd", "cat x", "submit"])
+    assert backend.calls == [(3, 0.0), (1, 0.8)]  # one batch for three episodes, one retry for the broken one
+    assert [r[0] for r in results] == ["one", "two, retried", "three", ""]
+    assert [r[4]["attempts"] for r in results] == [1, 2, 1, 0] and results[3][2]  # submit ends its episode

@@ -42,9 +42,9 @@ def _with(params: Params, seed: int, **sections: dict[str, Any]) -> Params:
 
 
 def _workspace(root: Path, data_root: Path) -> Path:
-    """A fresh folder whose data/ (built splits, corpora) links to the project's."""
+    """A fresh folder whose data/ (built splits, AgentWorldBench export, corpora) links to the project's."""
     root.mkdir(parents=True, exist_ok=True)
-    for rel in ("data/sft", "data/corpora"):
+    for rel in ("data/sft", "data/corpora", "data/agentworldbench"):
         link = root / rel
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists():
@@ -167,7 +167,7 @@ def run_stages_experiment(params: Params, seeds: Sequence[int], variants: Sequen
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         raise ValueError(f"unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}")
-    for rel in ("data/sft/train.jsonl", "data/sft/test.jsonl", "data/corpora"):
+    for rel in ("data/sft/train.jsonl", "data/sft/test.jsonl", "data/agentworldbench", "data/corpora"):
         if not (data_root / rel).exists():
             raise FileNotFoundError(f"{data_root / rel}: missing; run `dvc repro build corpora` (or the demo) first")
     configure(params.tracking.experiment)

@@ -14,7 +14,7 @@ observation (`info["wm_error"]`) instead of crashing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -120,24 +120,26 @@ class WorldModelEnv(TextEnv):
                                  domain=self.domain, system=self._system, history=list(self.history), action=action)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return step_many([self], [action])[0]
+
+    def ends_episode(self, action: str) -> bool:
+        return action.strip() in END_ACTIONS.get(self.domain, frozenset())
+
+    def check_running(self) -> None:
         if self._done or self.task is None:
             raise RuntimeError("episode is over (or never started); call reset() first")
-        if action.strip() in END_ACTIONS.get(self.domain, frozenset()):
+
+    def record(self, action: str, generation: str | None, attempts: int) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Close one step: the parsed observation (or the marked error) goes into the history."""
+        if generation is None:
             return self._finish(action, "", {"ended_by_agent": True, "attempts": 0, "wm_error": False})
-        example = self.example(action)
-        observation, info = "", {}
-        for attempt in range(self.retries + 1):
-            temperature = 0.0 if attempt == 0 else self.retry_temperature
-            generation = self.backend.generate([example], temperature=temperature)[0]
-            observation, well_formed = parse_observation(generation)
-            info = {"attempts": attempt + 1, "wm_error": not well_formed, "generation": generation}
-            if well_formed:
-                break
-        if info["wm_error"]:
-            observation = ERROR_OBSERVATION.format(attempts=self.retries + 1)
+        observation, well_formed = parse_observation(generation)
+        if not well_formed:
+            observation = ERROR_OBSERVATION.format(attempts=attempts)
         self.history.append((action, observation))
         truncated = self.max_steps is not None and len(self.history) >= self.max_steps
         self._done = truncated
+        info = {"attempts": attempts, "wm_error": not well_formed, "generation": generation}
         return observation, 0.0, False, truncated, {**info, **self._tags()}
 
     def _finish(self, action: str, observation: str, info: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -148,3 +150,29 @@ class WorldModelEnv(TextEnv):
     def _tags(self) -> dict[str, Any]:
         """What every simulated step carries: that it is simulated, and under which controls."""
         return {"simulated": True, "control": self.control.as_record()}
+
+
+def step_many(envs: Sequence[WorldModelEnv], actions: Sequence[str]) -> list[tuple[str, float, bool, bool, dict[str, Any]]]:
+    """Step many simulated episodes with one batched generation per attempt.
+
+    Each env must share its backend with the others (the batch goes to `envs[0].backend`).
+    Malformed generations are retried together, sampled at each env's `retry_temperature`.
+    """
+    if len(envs) != len(actions):
+        raise ValueError(f"{len(envs)} envs but {len(actions)} actions")
+    for env in envs:
+        env.check_running()
+    generations: list[str | None] = [None] * len(envs)
+    attempts = [0] * len(envs)
+    pending = [i for i, (env, action) in enumerate(zip(envs, actions)) if not env.ends_episode(action)]
+    examples = {i: envs[i].example(actions[i]) for i in pending}
+    backend = envs[0].backend
+    for attempt in range(max(env.retries for env in envs) + 1):
+        todo = [i for i in pending if attempt <= envs[i].retries]
+        if not todo:
+            break
+        temperature = 0.0 if attempt == 0 else envs[todo[0]].retry_temperature
+        for i, generation in zip(todo, backend.generate([examples[i] for i in todo], temperature=temperature)):
+            generations[i], attempts[i] = generation, attempt + 1
+        pending = [i for i in todo if not parse_observation(generations[i] or "")[1]]
+    return [env.record(action, generations[i], attempts[i]) for i, (env, action) in enumerate(zip(envs, actions))]
