@@ -83,6 +83,7 @@ bench: setup
 	python bench/env_throughput.py
 	python bench/stage_timings.py
 	python bench/train_throughput.py
+	python bench/simulator_throughput.py
 
 mlflow: setup
 	mlflow/server.sh
