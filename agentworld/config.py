@@ -269,6 +269,42 @@ class PromoteParams(_Section):
     floors: dict[Literal["judge_overall", "token_f1", "exact_match"], float] = Field(default_factory=dict)
 
 
+class ControlParams(_Section):
+    """Simulation controls written into the world model's prompt and onto every synthetic row."""
+
+    faults: list[str] = Field(default_factory=list)   # e.g. tool errors, timeouts, permission denied
+    fault_rate: float = Field(0.0, ge=0.0, le=1.0)
+    perturbation: str | None = None
+    fiction: str | None = None
+
+
+class SynthesizeParams(_Section):
+    """Synthetic trajectories: behaviour policies against WorldModelEnv (the `synthesize` stage)."""
+
+    #: Domains whose tasks are short and verifiable come first (Qwen-AgentWorld's choice too).
+    domains: list[str] = Field(default_factory=lambda: ["terminal", "os", "mcp"], min_length=1)
+    episodes_per_domain: int = Field(16, ge=1)
+    max_steps: int = Field(6, ge=1, le=200)
+    #: Episodes that step together through one batched generation.
+    batch: int = Field(16, ge=1, le=4096)
+    #: Which training stage's model simulates (models/<stage>).
+    stage: Literal["sft", "rl"] = "rl"
+    max_new_tokens: int = Field(96, ge=1, le=8192)
+    retries: int = Field(2, ge=0, le=10)
+    #: A world model's rows fail the domain rules more often than real ones; above this share the stage fails.
+    max_rejected_share: float = Field(0.25, ge=0.0, le=1.0)
+    policy_mix: PolicyMix = Field(default_factory=PolicyMix)
+    control: ControlParams = Field(default_factory=ControlParams)
+    seed: int = 1000
+
+    @model_validator(mode="after")
+    def _known_domains(self) -> "SynthesizeParams":
+        unknown = sorted(set(self.domains) - set(KNOWN_DOMAINS))
+        if unknown:
+            raise ValueError(f"unknown domain(s) {unknown}; known: {', '.join(KNOWN_DOMAINS)}")
+        return self
+
+
 class ScheduleParams(_Section):
     """When the `nightly_retrain` DAG runs by itself (Airflow cron); off in the demo."""
 
@@ -339,6 +375,7 @@ class Params(_Section):
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
     promote: PromoteParams = Field(default_factory=PromoteParams)
     schedule: ScheduleParams = Field(default_factory=ScheduleParams)
+    synthesize: SynthesizeParams = Field(default_factory=SynthesizeParams)
     tracking: TrackingParams = Field(default_factory=TrackingParams)
     distributed: DistributedParams = Field(default_factory=DistributedParams)
 

@@ -30,6 +30,20 @@ DAG_PARAM_KEYS: dict[str, str] = {
     "sft_steps": "sft.max_steps",
     "rl_steps": "rl.max_steps",
     "eval_examples": "evaluate.max_examples",
+    "synth_domains": "synthesize.domains",
+    "synth_episodes": "synthesize.episodes_per_domain",
+    "synth_max_steps": "synthesize.max_steps",
+    "faults": "synthesize.control.faults",
+    "fault_rate": "synthesize.control.fault_rate",
+    "perturbation": "synthesize.control.perturbation",
+    "fiction": "synthesize.control.fiction",
+}
+#: Trigger-form Params that are not positive integers (JSON-schema types for the form).
+PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
+    "faults": {"type": ["null", "array"], "items": {"type": "string"}},
+    "fault_rate": {"type": ["null", "number"], "minimum": 0, "maximum": 1},
+    "perturbation": {"type": ["null", "string"]},
+    "fiction": {"type": ["null", "string"]},
 }
 
 
@@ -42,9 +56,11 @@ def trigger_params(names: list[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names or list(DAG_PARAM_KEYS):
         key = DAG_PARAM_KEYS[name]
-        if name == "domains":
+        if name in ("domains", "synth_domains"):
             out[name] = Param(None, type=["null", "array"], items={"type": "string", "enum": list(KNOWN_DOMAINS)},
                               description=f"overrides {key} in params.yaml (empty: use params.yaml)")
+        elif name in PARAM_SCHEMAS:
+            out[name] = Param(None, **PARAM_SCHEMAS[name], description=f"overrides {key} in params.yaml")
         else:
             out[name] = Param(None, type=["null", "integer"], minimum=1, description=f"overrides {key} in params.yaml")
     return out
@@ -202,3 +218,22 @@ def nightly_schedule() -> str | None:
     """The cron of `schedule` in params.yaml when `schedule.nightly` is on (production), else None."""
     params = load_params(project_root() / "params.yaml")
     return params.schedule.cron if params.schedule.nightly else None
+
+
+# ------------------------------------------------------------------ synthetic_trajectories
+def simulator_workspace(dag_params: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The run's workspace gets the project's trained model of `synthesize.stage` (linked) and
+    its training report, which is what the synthesize stage simulates with."""
+    stage = params_for_run(dag_params).synthesize.stage
+    root, project = run_root(run_id), project_root()
+    model, report = project / "models" / stage, project / "reports" / "train" / f"{stage}.json"
+    if not (model / "config.json").exists() or not report.exists():
+        raise FileNotFoundError(f"{model}: no trained {stage} model in the project; run `make demo` "
+                                f"(or world_model_training) first")
+    link = root / "models" / stage
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.exists():
+        link.symlink_to(model.resolve(), target_is_directory=True)
+    (root / "reports" / "train").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(report, root / "reports" / "train" / f"{stage}.json")
+    return {"workspace": str(root), "model": str(model)}

@@ -34,7 +34,7 @@ from agentworld.evaluation.awbench import read_bench  # noqa: E402
 from agentworld.evaluation.backends import TransformersBackend  # noqa: E402
 from agentworld.models.chat import fit_prompt  # noqa: E402
 from agentworld.models.factory import build_model, count_parameters, load_local  # noqa: E402
-from agentworld.simulation.env import WorldModelEnv, step_many  # noqa: E402
+from agentworld.simulation.env import RealTaskSource, WorldModelEnv, step_many  # noqa: E402
 
 LARGE = ModelParams(vocab_size=4096, hidden_size=512, num_layers=6, num_heads=8, num_kv_heads=4, num_experts=8,
                     num_experts_per_tok=2, moe_intermediate_size=1024, max_seq_len=512)
@@ -63,8 +63,10 @@ def real_steps_per_s(domain: str, episodes: int, max_steps: int) -> float:
 
 
 def simulated_steps_per_s(domain: str, backend, batch: int, max_steps: int) -> float:
-    envs = [WorldModelEnv(domain, backend, retries=0) for _ in range(batch)]
+    tasks = RealTaskSource(domain)
+    envs = [WorldModelEnv(domain, backend, tasks, retries=0) for _ in range(batch)]
     observations = [env.reset(seed=seed)[0] for seed, env in enumerate(envs)]
+    tasks.close()  # every episode has its task and first observation; no action reaches a real env
     policies = [make_policy(domain, POLICIES[i % 3], env.task) for i, env in enumerate(envs)]
     rngs, histories = [random.Random(i) for i in range(batch)], [[] for _ in range(batch)]
     active, steps, seconds = list(range(batch)), 0, 0.0

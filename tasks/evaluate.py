@@ -4,7 +4,6 @@ the scores as tags on the model's registry version."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from agentworld.evaluation.run import (
 )
 from agentworld.tracking.runs import stage_run
 from tasks.paths import StagePaths
+from tasks.training import trained_report
 
 #: Version tags every evaluated model gets (the world model over all domains).
 TAGGED_METRICS = ("judge_overall", "exact_match", "token_f1")
@@ -50,11 +50,7 @@ def write_dvc_plots(paths: StagePaths, summary: dict[str, Any]) -> list[Path]:
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:
     paths = StagePaths(root)
     settings = params.evaluate
-    report = paths.train_report(settings.stage)
-    if not report.exists():
-        raise FileNotFoundError(f"{report}: missing; evaluate.stage is {settings.stage!r}, "
-                                f"run `agentworld stage {settings.stage}` first")
-    trained = json.loads(report.read_text())
+    trained = trained_report(paths, settings.stage, "evaluate.stage")
     all_records = read_bench(paths.agentworldbench)
     records = sample_records(all_records, settings.max_examples, params.build.seed)
     model_dir = paths.stage_model(settings.stage)

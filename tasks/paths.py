@@ -68,6 +68,11 @@ class StagePaths:
     def train_report(self, stage: str) -> Path:
         return self.root / "reports" / "train" / f"{stage}.json"
 
+    def synthetic(self, domain: str, kind: str = "raw") -> Path:
+        """Synthetic trajectories of a domain: raw, clean (validated) or quarantine."""
+        base = self.root / "data" / "synthetic"
+        return base / f"{domain}.jsonl" if kind == "raw" else base / kind / f"{domain}.jsonl"
+
     @property
     def eval_dir(self) -> Path:
         """Predictions, judged rows, rollouts, summary and plots of the evaluate stage."""

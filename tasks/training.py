@@ -116,3 +116,11 @@ def run_training_stage(
     paths.train_report(stage).parent.mkdir(parents=True, exist_ok=True)
     paths.train_report(stage).write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def trained_report(paths: StagePaths, stage: str, setting: str) -> dict[str, Any]:
+    """The training report of the stage whose model a later stage uses (`setting` names the knob)."""
+    report = paths.train_report(stage)
+    if not report.exists():
+        raise FileNotFoundError(f"{report}: missing; {setting} is {stage!r}, run `agentworld stage {stage}` first")
+    return json.loads(report.read_text())

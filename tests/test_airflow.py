@@ -51,7 +51,8 @@ def test_dagbag_has_no_import_errors(airflow_env):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
-    assert {"agentworld_pipeline", "collect_and_validate", "world_model_training", "nightly_retrain"} <= set(result["dags"])
+    assert {"agentworld_pipeline", "collect_and_validate", "world_model_training", "nightly_retrain",
+            "synthetic_trajectories"} <= set(result["dags"])
 
 
 def test_nightly_retrain_cron_is_off_in_the_demo_and_on_in_production(airflow_env):
@@ -118,6 +119,20 @@ def test_collect_and_validate_maps_domains_and_publishes_assets(airflow_env):
     assert events["agentworld://datasets/validated-trajectories"]["domains"]["terminal"]["clean_rows"] > 0
 
 
+def _dag_test(dag_id: str, conf: dict, env: dict[str, str]) -> dict:
+    """`dag.test(run_conf=conf)` in a fresh process; the run's state and each task's state."""
+    out = _python(
+        "import json; from airflow.models.dagbag import DagBag;"
+        f"dag = DagBag().dags[{dag_id!r}];"
+        f"run = dag.test(run_conf={conf!r});"
+        "states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()};"
+        "print(json.dumps({'state': str(run.state), 'tasks': states}))",
+        env,
+    )
+    assert out.returncode == 0, out.stderr[-5000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 TRAINING_RUN = (
     "import json; from airflow.models.dagbag import DagBag;"
     "dag = DagBag().dags['world_model_training'];"
@@ -167,16 +182,7 @@ def test_nightly_retrain_runs_at_smoke_scale_and_promotes(airflow_env):
 
     conf = {"domains": ["terminal"], "episodes_per_domain": 16, "cpt_steps": 4, "sft_steps": 4, "rl_steps": 1,
             "eval_examples": 6}
-    out = _python(
-        "import json; from airflow.models.dagbag import DagBag;"
-        "dag = DagBag().dags['nightly_retrain'];"
-        f"run = dag.test(run_conf={conf!r});"
-        "states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()};"
-        "print(json.dumps({'state': str(run.state), 'tasks': states}))",
-        airflow_env,
-    )
-    assert out.returncode == 0, out.stderr[-5000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = _dag_test("nightly_retrain", conf, airflow_env)
     assert result["state"] == "success", result
     assert set(result["tasks"]) == {"start", "plan", "collect", "validate", "corpora", "build", "cpt", "gate_cpt",
                                     "sft", "gate_sft", "rl", "gate_rl", "evaluate", "promote"}
@@ -187,3 +193,23 @@ def test_nightly_retrain_runs_at_smoke_scale_and_promotes(airflow_env):
     champion = client.get_model_version_by_alias("agentworld-world-model", "champion")
     assert int(champion.version) == promotion["challenger_version"]
     assert champion.tags["promotion"] == "promoted" and "no champion yet" in champion.tags["promotion_reason"]
+
+
+@pytest.mark.slow
+def test_synthetic_trajectories_dag_applies_the_trigger_form_controls(airflow_env, smoke_params, mlflow_store):
+    from agentworld.data.io import read_jsonl
+    from tests.helpers import built_and_trained
+
+    workspace = Path(airflow_env["AGENTWORLD_HOME"])
+    built_and_trained(workspace, smoke_params, sft_steps=2)
+    text = (workspace / "params.yaml").read_text()
+    (workspace / "params.yaml").write_text(text.replace("  stage: rl              # which stage's model simulates",
+                                                        "  stage: sft             # which stage's model simulates"))
+    result = _dag_test("synthetic_trajectories", {"synth_episodes": 3, "faults": ["timeouts"], "fault_rate": 0.5},
+                       airflow_env)
+    assert result["state"] == "success", result
+    run_dir = next((workspace / "runs" / "airflow").iterdir())
+    rows = list(read_jsonl(run_dir / "data" / "synthetic" / "terminal.jsonl"))
+    assert len({r["trajectory_id"] for r in rows}) == 3
+    assert all(r["source"] == "synthetic" and r["info"]["control"]["faults"] == ["timeouts"]
+               and r["info"]["control"]["fault_rate"] == 0.5 for r in rows)

@@ -88,6 +88,7 @@ def test_world_model_env_keeps_history_retries_and_ends_on_the_domain_end_action
     assert terminated and info["ended_by_agent"]
     with pytest.raises(RuntimeError, match="call reset"):
         env.step("ls")
+    env.close()
 
 
 class Batches(Scripted):
@@ -103,12 +104,14 @@ class Batches(Scripted):
 
 
 def test_many_episodes_step_in_one_batch_and_retry_together():
-    from agentworld.simulation.env import step_many
+    from agentworld.simulation.env import RealTaskSource, step_many
 
     backend = Batches([assistant_turn("one"), "broken", assistant_turn("three"), assistant_turn("two, retried")])
-    envs = [WorldModelEnv("terminal", backend, retries=1) for _ in range(4)]
+    tasks = RealTaskSource("terminal")
+    envs = [WorldModelEnv("terminal", backend, tasks, retries=1) for _ in range(4)]
     for seed, env in enumerate(envs):
         env.reset(seed=seed)
+    tasks.close()
     results = step_many(envs, ["ls", "pwd", "cat x", "submit"])
     assert backend.calls == [(3, 0.0), (1, 0.8)]  # one batch for three episodes, one retry for the broken one
     assert [r[0] for r in results] == ["one", "two, retried", "three", ""]

@@ -41,21 +41,26 @@ class TaskSource(Protocol):
 
 class RealTaskSource:
     """Tasks and first observations from the real domain's `reset` (its task generator and set-up);
-    no agent action ever reaches the real environment."""
+    no agent action ever reaches the real environment. One real env is kept and reset per
+    episode (start-up is paid once); share a source between envs of one domain and `close` it."""
 
     def __init__(self, domain: str, make_env: Callable[[], TextEnv] | None = None) -> None:
         from agentworld.envs.registry import make_env as registry_env
 
         self.domain = domain
         self._make_env = make_env or (lambda: registry_env(domain))
+        self._env: TextEnv | None = None
 
     def start(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Task, str, dict[str, Any]]:
-        env = self._make_env()
-        try:
-            observation, info = env.reset(seed=seed, options=options)
-            return env.task, observation, info  # type: ignore[attr-defined]
-        finally:
-            env.close()
+        if self._env is None:
+            self._env = self._make_env()
+        observation, info = self._env.reset(seed=seed, options=options)
+        return self._env.task, observation, info  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class WorldModelEnv(TextEnv):
                  max_steps: int | None = None) -> None:
         super().__init__()
         self.domain, self.backend = domain, backend
+        self._owns_tasks = tasks is None
         self.tasks = tasks or RealTaskSource(domain)
         self.control = control or Control()
         self.retries, self.retry_temperature, self.max_steps = retries, retry_temperature, max_steps
@@ -121,6 +127,12 @@ class WorldModelEnv(TextEnv):
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         return step_many([self], [action])[0]
+
+    def close(self) -> None:
+        """Close the task source if this env made it (a shared one is closed by its owner)."""
+        if self._owns_tasks and hasattr(self.tasks, "close"):
+            self.tasks.close()
+        self._done = True
 
     def ends_episode(self, action: str) -> bool:
         return action.strip() in END_ACTIONS.get(self.domain, frozenset())

@@ -1,0 +1,54 @@
+"""synthetic_trajectories: behaviour policies against the world model (WorldModelEnv) at scale.
+
+The project's trained world model (`synthesize.stage`, default rl) answers every step; each
+domain's rows are written with `source: synthetic` and the run's controls, then validated by
+the same Great Expectations suites as real data. The trigger form sets the scale (domains,
+episodes, steps) and the controls: faults to inject and their rate, a perturbation of the
+initial state, or a fictional world to simulate consistently. Output: the run's
+runs/airflow/<run_id>/data/synthetic/ and reports/synthesize.json; MLflow: one run per domain.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import dag, get_current_context, task
+
+from agentworld.orchestration import run_stage, simulator_workspace, start_run, trigger_params
+
+SYNTHESIS_PARAMS = ["synth_domains", "synth_episodes", "synth_max_steps", "faults", "fault_rate",
+                    "perturbation", "fiction"]
+
+
+@dag(
+    dag_id="synthetic_trajectories",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    params=trigger_params(SYNTHESIS_PARAMS),
+    tags=["agentworld", "simulation", "data"],
+    doc_md=__doc__,
+)
+def synthetic_trajectories():
+    def _ctx() -> tuple[dict, str]:
+        context = get_current_context()
+        return dict(context["params"]), context["run_id"]
+
+    @task
+    def prepare() -> dict:
+        return simulator_workspace(*_ctx())
+
+    @task
+    def start(_: dict) -> str:
+        return start_run(*_ctx())
+
+    @task
+    def synthesize(parent: str) -> dict:
+        return run_stage("synthesize", *_ctx(), parent)
+
+    synthesize(start(prepare()))
+
+
+synthetic_trajectories()
