@@ -237,3 +237,27 @@ def simulator_workspace(dag_params: dict[str, Any], run_id: str) -> dict[str, An
     (root / "reports" / "train").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(report, root / "reports" / "train" / f"{stage}.json")
     return {"workspace": str(root), "model": str(model)}
+
+
+def gated_training_tasks(stage: str) -> tuple[Any, Any]:
+    """The Airflow tasks `<stage>` (train cpt, sft or rl) and `gate_<stage>` (fail the run, with
+    no retry, when the held-out metric is beyond its floor), shared by the training DAGs."""
+    from airflow.sdk import get_current_context, task
+    from airflow.sdk.exceptions import AirflowFailException
+
+    def ctx() -> tuple[dict, str]:
+        context = get_current_context()
+        return dict(context["params"]), context["run_id"]
+
+    @task(task_id=stage)
+    def train(parent: str, *_: object) -> dict:
+        return run_training_stage(stage, *ctx(), parent)
+
+    @task(task_id=f"gate_{stage}", retries=0)
+    def gate(_: dict) -> str:
+        try:
+            return gate_stage(stage, *ctx())
+        except Exception as err:  # a failed gate is final: retrying cannot change the metric
+            raise AirflowFailException(str(err)) from err
+
+    return train, gate

@@ -14,9 +14,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
 
-from agentworld.orchestration import (gate_stage, nightly_schedule, plan_domains, run_stage, run_training_stage,
+from agentworld.orchestration import (gated_training_tasks, nightly_schedule, plan_domains, run_stage,
                                       start_run, trigger_params)
 
 
@@ -67,20 +66,6 @@ def nightly_retrain():
     def build(parent: str, _: list[str]) -> dict:
         return run_stage("build", *_ctx(), parent)
 
-    def training(stage: str):
-        @task(task_id=stage)
-        def train(parent: str, *_: object) -> dict:
-            return run_training_stage(stage, *_ctx(), parent)
-
-        @task(task_id=f"gate_{stage}", retries=0)
-        def gate(_: dict) -> str:
-            try:
-                return gate_stage(stage, *_ctx())
-            except Exception as err:  # a failed gate is final: retrying cannot change the metric
-                raise AirflowFailException(str(err)) from err
-
-        return train, gate
-
     @task
     def evaluate(parent: str, _: str) -> dict:
         return run_stage("evaluate", *_ctx(), parent)
@@ -93,9 +78,9 @@ def nightly_retrain():
     collected = collect.partial(parent=parent).expand(domain=plan(parent))
     validated = validate.partial(parent=parent).expand(domain=collected)
     inputs = [corpora(parent), build(parent, validated)]
-    cpt, gate_cpt = training("cpt")
-    sft, gate_sft = training("sft")
-    rl, gate_rl = training("rl")
+    cpt, gate_cpt = gated_training_tasks("cpt")
+    sft, gate_sft = gated_training_tasks("sft")
+    rl, gate_rl = gated_training_tasks("rl")
     passed_cpt = gate_cpt(cpt(parent, *inputs))
     passed_sft = gate_sft(sft(parent, passed_cpt))
     passed_rl = gate_rl(rl(parent, passed_sft))

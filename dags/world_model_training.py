@@ -15,9 +15,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException
 
-from agentworld.orchestration import (gate_stage, run_stage, run_training_stage, start_run, training_workspace,
+from agentworld.orchestration import (gated_training_tasks, run_stage, start_run, training_workspace,
                                       trigger_params, triggering_validated_extra, validated_asset)
 
 TRAINING_PARAMS = ["hidden_size", "num_layers", "num_experts", "moe_intermediate_size",
@@ -59,20 +58,6 @@ def world_model_training():
     def build(parent: str) -> dict:
         return run_stage("build", *_ctx(), parent)
 
-    def training(stage: str):
-        @task(task_id=stage)
-        def train(parent: str, *_: object) -> dict:
-            return run_training_stage(stage, *_ctx(), parent)
-
-        @task(task_id=f"gate_{stage}", retries=0)
-        def gate(_: dict) -> str:
-            try:
-                return gate_stage(stage, *_ctx())
-            except Exception as err:  # a failed gate is final: retrying cannot change the metric
-                raise AirflowFailException(str(err)) from err
-
-        return train, gate
-
     @task
     def evaluate(parent: str, _: str) -> dict:
         return run_stage("evaluate", *_ctx(), parent)
@@ -83,9 +68,9 @@ def world_model_training():
 
     parent = start(prepare())
     inputs = [corpora(parent), build(parent)]
-    cpt, gate_cpt = training("cpt")
-    sft, gate_sft = training("sft")
-    rl, gate_rl = training("rl")
+    cpt, gate_cpt = gated_training_tasks("cpt")
+    sft, gate_sft = gated_training_tasks("sft")
+    rl, gate_rl = gated_training_tasks("rl")
     passed_cpt = gate_cpt(cpt(parent, *inputs))
     passed_sft = gate_sft(sft(parent, passed_cpt))
     passed_rl = gate_rl(rl(parent, passed_sft))

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,24 @@ def wait_until_up(url: str, proc: subprocess.Popen, log: Path, timeout_s: float)
     raise TimeoutError(f"vLLM server not up after {timeout_s} s:\n{log.read_text()[-4000:]}")
 
 
+@contextmanager
+def running_server(cmd: list[str], env: dict[str, str], log: Path, port: int, cwd: Path | None = None) -> Iterator[str]:
+    """Run a server process (its own session) until `/v1/models` answers; yield its base URL;
+    stop it, and everything it spawned, when the block ends."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}/v1/models", proc, log, timeout_s=420)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 @pytest.fixture()
 def trained_workspace(tmp_path, smoke_params, mlflow_store):
     paths = StagePaths(tmp_path / "ws")
@@ -71,18 +91,8 @@ def vllm_server(trained_workspace, tmp_path):
            "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", "512", "--enforce-eager", "--max-num-seqs", "16"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        wait_until_up(f"http://127.0.0.1:{port}/v1/models", proc, log, timeout_s=420)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with running_server(cmd, env, log, port) as base_url:
+        yield base_url
 
 
 @pytest.mark.slow

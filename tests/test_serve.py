@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,7 +20,7 @@ from agentworld.evaluation.backends import OpenAIBackend
 from agentworld.simulation.env import WorldModelEnv
 from tasks.paths import StagePaths
 from tests.helpers import make_transitions
-from tests.test_eval_openai_server import free_port, wait_until_up
+from tests.test_eval_openai_server import free_port, running_server
 
 EPISODES = 16
 
@@ -40,20 +38,9 @@ def served_champion(tmp_path, smoke_params, mlflow_store):
     MlflowClient().set_registered_model_alias("agentworld-world-model", "champion", version)
     port, log = free_port(), tmp_path / "serve.log"
     env = {**os.environ, "AGENTWORLD_HOME": str(paths.root)}
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "agentworld.cli", "serve", "--port", str(port),
-                                 "--name", "wm", "--max-model-len", "512"], cwd=paths.root, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until_up(f"http://127.0.0.1:{port}/v1/models", proc, log, timeout_s=420)
-        yield f"http://127.0.0.1:{port}/v1", log
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    cmd = [sys.executable, "-m", "agentworld.cli", "serve", "--port", str(port), "--name", "wm", "--max-model-len", "512"]
+    with running_server(cmd, env, log, port, cwd=paths.root) as base_url:
+        yield base_url, log
 
 
 @pytest.mark.slow

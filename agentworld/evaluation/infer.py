@@ -47,6 +47,15 @@ def rewrite_clean(path: Path, rows: dict[str, dict[str, Any]]) -> None:
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows.values()), encoding="utf-8")
 
 
+def append_durably(fh: Any, rows: list[dict[str, Any]], done: dict[str, dict[str, Any]]) -> None:
+    """Append a finished batch and force it to disk: a crash later loses nothing of it."""
+    for row in rows:
+        done[row["id"]] = row
+        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
 def prediction_row(record: BenchRecord, generation: str) -> dict[str, Any]:
     prediction, well_formed = parse_observation(generation)
     return {"id": record.id, "task": record.task, "turn_idx": record.turn_idx, "generation": generation,
@@ -68,11 +77,6 @@ def infer(system: str, generate: Generate, records: Sequence[BenchRecord], out_f
             generations = generate([r.to_example() for r in batch])
             if len(generations) != len(batch):
                 raise RuntimeError(f"{system}: backend returned {len(generations)} generations for {len(batch)} prompts")
-            for record, generation in zip(batch, generations):
-                row = prediction_row(record, generation)
-                done[record.id] = row
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+            append_durably(fh, [prediction_row(r, g) for r, g in zip(batch, generations)], done)
             bar.update(len(batch))
     return [done[r.id] for r in records]

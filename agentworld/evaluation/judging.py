@@ -6,8 +6,6 @@ predictions, so an LLM judge interrupted mid-file resumes where it stopped.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ from typing import Any
 from tqdm import tqdm
 
 from agentworld.evaluation.awbench import BenchRecord
-from agentworld.evaluation.infer import read_done, rewrite_clean
+from agentworld.evaluation.infer import append_durably, read_done, rewrite_clean
 from agentworld.evaluation.judge import Judge, JudgeInput, LocalJudge, OpenAIJudge
 
 
@@ -52,11 +50,7 @@ def judge_predictions(judge: Judge, records: Sequence[BenchRecord], predictions:
         for start in range(0, len(pairs), batch_size):
             batch = pairs[start: start + batch_size]
             scores = judge.score([judge_input(r, p["generation"]) for r, p in batch])
-            for (record, _), s in zip(batch, scores):
-                row = {"id": record.id, **s.as_dict(), "overall": s.overall, "reason": s.reason}
-                done[record.id] = row
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+            append_durably(fh, [{"id": record.id, **s.as_dict(), "overall": s.overall, "reason": s.reason}
+                                for (record, _), s in zip(batch, scores)], done)
             bar.update(len(batch))
     return [done[r.id] for r in records]
