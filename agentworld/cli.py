@@ -25,6 +25,10 @@ experiment_app = typer.Typer(help="Experiments: ablations over seeds, logged to 
                              no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(eval_app, name="eval")
+agent_app = typer.Typer(help="Agents trained in the world model and evaluated on real environments.",
+                        no_args_is_help=True)
+app.add_typer(agent_app, name="agent")
+SetOpt = typer.Option(None, "--set", help="params override KEY=VALUE (e.g. agent.rl.budget_s=60); repeatable")
 
 ParamsOpt = typer.Option(DEFAULT_PARAMS_PATH, "--params", help="params.yaml to read")
 
@@ -35,6 +39,33 @@ def _load(params_path: Path):
     except ParamsError as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None
+
+
+def _load_with(params_path: Path, override: list[str] | None):
+    """params.yaml with `--set KEY=VALUE` overrides (values parsed as YAML); exit 2 on a bad one."""
+    import yaml
+
+    overrides = {}
+    for item in override or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        overrides[key] = yaml.safe_load(value)
+    try:
+        return load_params(params_path, overrides)
+    except ParamsError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+
+
+def _seeds(seeds: str) -> list[int]:
+    try:
+        out = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{seeds!r}: seeds must be integers", param_hint="--seeds") from None
+    if not out:
+        raise typer.BadParameter("give at least one seed", param_hint="--seeds")
+    return out
 
 
 @envs_app.command("list")
@@ -151,28 +182,70 @@ def experiment_stages(
 ) -> None:
     """SFT-only vs CPT->SFT vs CPT->SFT->RL on the same data and step budget over seeds: held-out
     exact match and token F1 per domain, mean and 95% CI (reports/experiments/stages.md)."""
-    import yaml
-
     from agentworld.experiments.stages import run_stages_experiment
 
-    overrides = {}
-    for item in override or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise typer.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
-        overrides[key] = yaml.safe_load(value)
-    try:
-        params = load_params(params_path, overrides)
-    except ParamsError as err:
-        typer.echo(str(err), err=True)
-        raise typer.Exit(2) from None
-    try:
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"{seeds!r}: seeds must be integers", param_hint="--seeds") from None
-    result = run_stages_experiment(params, seed_list, [v.strip() for v in variants.split(",") if v.strip()],
+    params = _load_with(params_path, override)
+    result = run_stages_experiment(params, _seeds(seeds), [v.strip() for v in variants.split(",") if v.strip()],
                                    Path(".").resolve(), Path("runs/experiments/stages").resolve())
     typer.echo(result["markdown"])
+
+
+@experiment_app.command("sim-rl")
+def experiment_sim_rl(
+    params_path: Path = ParamsOpt,
+    seeds: str = typer.Option("0,1,2", help="comma-separated seeds (at least 3 for a confidence interval)"),
+    override: list[str] = SetOpt,
+) -> None:
+    """BC vs BC + RL in the simulator vs BC + RL in the real env at the same wall-clock budget, on
+    held-out real tasks; real-env interactions counted (reports/experiments/sim_rl.md)."""
+    from agentworld.experiments.agents import run_sim_rl
+
+    result = _run_agents(lambda: run_sim_rl(_load_with(params_path, override), _seeds(seeds), Path(".").resolve()))
+    typer.echo(result["markdown"])
+
+
+@experiment_app.command("warmup")
+def experiment_warmup(
+    params_path: Path = ParamsOpt,
+    seeds: str = typer.Option("0,1,2", help="comma-separated seeds (at least 3 for a confidence interval)"),
+    rl: str = typer.Option("none", help="downstream RL after BC for both arms: none, sim or real"),
+    override: list[str] = SetOpt,
+) -> None:
+    """An agent initialised from the world model vs from scratch, same downstream training, on
+    held-out real tasks (reports/experiments/warmup.md)."""
+    from agentworld.experiments.agents import run_warmup
+
+    if rl not in ("none", "sim", "real"):
+        raise typer.BadParameter(f"{rl!r}: choose none, sim or real", param_hint="--rl")
+    result = _run_agents(lambda: run_warmup(_load_with(params_path, override), _seeds(seeds), Path(".").resolve(), rl))
+    typer.echo(result["markdown"])
+
+
+@agent_app.command("train")
+def agent_train(
+    params_path: Path = ParamsOpt,
+    override: list[str] = SetOpt,
+    out: Path = typer.Option(Path("runs/agents/latest"), help="folder for the agent's checkpoints and episodes"),
+) -> None:
+    """Train one agent (BC on real demonstrations, then agent.rl.env RL), evaluate it on held-out
+    real tasks, log it to MLflow and register it as a version of agent.registered_model."""
+    from agentworld.agents.train import train_agent
+
+    params = _load_with(params_path, override)
+    result = _run_agents(lambda: train_agent(params, Path(".").resolve(), out.resolve()))
+    typer.echo(json.dumps(result, indent=2))
+
+
+def _run_agents(work):
+    """Run agent work; a missing world model or data is one line naming the setting, exit 2."""
+    from agentworld.evaluation.backends import BackendError
+    from agentworld.models.factory import ModelLoadError
+
+    try:
+        return work()
+    except (BackendError, ModelLoadError, FileNotFoundError, ValueError) as err:
+        typer.echo(f"agent: {err}", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.command()

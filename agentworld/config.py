@@ -305,6 +305,60 @@ class SynthesizeParams(_Section):
         return self
 
 
+#: Terminal task templates whose instruction names everything the solution needs (short, verifiable).
+AGENT_TEMPLATES = ["rename_file", "count_lines", "word_count", "grep_count", "reverse_lines", "sort_unique",
+                   "gzip_file", "chmod_private", "export_variable", "sum_range"]
+
+
+class AgentBcParams(TrainParams):
+    """Behaviour cloning on successful real trajectories (loss on the agent's actions only)."""
+
+
+class AgentRlParams(TrainParams):
+    """GRPO on whole episodes (TRL's rollout_func): the group is G episodes of one task."""
+
+    #: sim: inside WorldModelEnv; real: inside the real environment; none: BC only.
+    env: Literal["sim", "real", "none"] = "sim"
+    #: Wall-clock budget of the RL phase (seconds); `max_steps` is only an upper bound.
+    budget_s: float = Field(120.0, gt=0)
+    num_generations: int = Field(4, ge=2, le=256)
+    tasks_per_step: int = Field(2, ge=1, le=1024)
+    temperature: float = Field(1.0, gt=0, le=4)
+    beta: float = Field(0.0, ge=0)
+    #: Success inside the simulator: `reference` (the task's reference solution was executed) or
+    #: `world_model` (the world model simulates the task's checker after the episode).
+    sim_success: Literal["reference", "world_model"] = "reference"
+
+
+class AgentParams(_Section):
+    """Agents trained in the simulator (agentworld/agents): BC -> GRPO in WorldModelEnv -> real evaluation."""
+
+    domain: Literal["terminal"] = "terminal"
+    #: Task templates the agent trains and is evaluated on (empty: all of the domain's).
+    templates: list[str] = Field(default_factory=lambda: list(AGENT_TEMPLATES))
+    #: The world model the agent trains in (registry URI or checkpoint directory).
+    world_model: str = Field("models:/agentworld-world-model@champion", min_length=1)
+    registered_model: str = Field("agentworld-agent", min_length=1)
+    #: scratch: fresh weights (the world model's architecture and tokenizer); world_model: its weights (warm-up).
+    init: Literal["scratch", "world_model"] = "scratch"
+    #: Any local Hugging Face checkpoint as the agent instead (e.g. a small instruct model on GPU).
+    model_path: str | None = None
+    #: Fresh scripted real episodes for BC, on top of the successful ones in data/clean/.
+    demo_episodes: int = Field(120, ge=0, le=1_000_000)
+    max_steps: int = Field(4, ge=1, le=100)
+    max_new_tokens: int = Field(40, ge=4, le=4096)
+    observation_chars: int = Field(160, ge=16)
+    eval_episodes: int = Field(30, ge=1)
+    #: Task seeds: BC demos from `train_seed`, RL tasks from `train_seed + 100_000`, evaluation from `eval_seed`.
+    train_seed: int = Field(500_000, ge=0)
+    eval_seed: int = Field(900_000, ge=0)
+    seed: int = Field(0, ge=0)
+    bc: AgentBcParams = Field(default_factory=lambda: AgentBcParams(max_steps=200, batch_size=16, learning_rate=2e-3,
+                                                                     save_steps=1000))
+    rl: AgentRlParams = Field(default_factory=lambda: AgentRlParams(max_steps=1000, batch_size=8, learning_rate=1e-4,
+                                                                     logging_steps=1, save_steps=100_000))
+
+
 class ScheduleParams(_Section):
     """When the `nightly_retrain` DAG runs by itself (Airflow cron); off in the demo."""
 
@@ -376,6 +430,7 @@ class Params(_Section):
     promote: PromoteParams = Field(default_factory=PromoteParams)
     schedule: ScheduleParams = Field(default_factory=ScheduleParams)
     synthesize: SynthesizeParams = Field(default_factory=SynthesizeParams)
+    agent: AgentParams = Field(default_factory=AgentParams)
     tracking: TrackingParams = Field(default_factory=TrackingParams)
     distributed: DistributedParams = Field(default_factory=DistributedParams)
 

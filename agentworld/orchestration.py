@@ -37,6 +37,13 @@ DAG_PARAM_KEYS: dict[str, str] = {
     "fault_rate": "synthesize.control.fault_rate",
     "perturbation": "synthesize.control.perturbation",
     "fiction": "synthesize.control.fiction",
+    "agent_world_model": "agent.world_model",
+    "agent_init": "agent.init",
+    "agent_rl_env": "agent.rl.env",
+    "agent_rl_budget_s": "agent.rl.budget_s",
+    "agent_bc_steps": "agent.bc.max_steps",
+    "agent_eval_episodes": "agent.eval_episodes",
+    "agent_seed": "agent.seed",
 }
 #: Trigger-form Params that are not positive integers (JSON-schema types for the form).
 PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -44,6 +51,11 @@ PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
     "fault_rate": {"type": ["null", "number"], "minimum": 0, "maximum": 1},
     "perturbation": {"type": ["null", "string"]},
     "fiction": {"type": ["null", "string"]},
+    "agent_world_model": {"type": ["null", "string"]},
+    "agent_init": {"type": ["null", "string"], "enum": [None, "scratch", "world_model"]},
+    "agent_rl_env": {"type": ["null", "string"], "enum": [None, "sim", "real", "none"]},
+    "agent_rl_budget_s": {"type": ["null", "number"], "exclusiveMinimum": 0},
+    "agent_seed": {"type": ["null", "integer"], "minimum": 0},
 }
 
 
@@ -261,3 +273,28 @@ def gated_training_tasks(stage: str) -> tuple[Any, Any]:
             raise AirflowFailException(str(err)) from err
 
     return train, gate
+
+
+# ------------------------------------------------------------------ agent_rl
+def agent_workspace(run_id: str) -> Path:
+    """Where a DAG run's agent checkpoints and episodes go (data and MLflow are the project's)."""
+    return run_root(run_id) / "agent"
+
+
+def agent_start(dag_params: dict[str, Any], run_id: str) -> str:
+    """The agent's MLflow run (it fails here, before any training, if the world model is missing)."""
+    from agentworld.agents.train import start_agent_run
+
+    return start_agent_run(params_for_run(dag_params), project_root(), tags={"airflow_run_id": run_id})
+
+
+def agent_train(dag_params: dict[str, Any], run_id: str, agent_run_id: str) -> dict[str, float]:
+    from agentworld.agents.train import train_in_environment
+
+    return train_in_environment(params_for_run(dag_params), project_root(), agent_workspace(run_id), agent_run_id)
+
+
+def agent_evaluate(dag_params: dict[str, Any], run_id: str, agent_run_id: str) -> dict[str, Any]:
+    from agentworld.agents.train import evaluate_and_register
+
+    return evaluate_and_register(params_for_run(dag_params), project_root(), agent_workspace(run_id), agent_run_id)

@@ -52,7 +52,7 @@ def test_dagbag_has_no_import_errors(airflow_env):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
     assert {"agentworld_pipeline", "collect_and_validate", "world_model_training", "nightly_retrain",
-            "synthetic_trajectories"} <= set(result["dags"])
+            "synthetic_trajectories", "agent_rl"} <= set(result["dags"])
 
 
 def test_nightly_retrain_cron_is_off_in_the_demo_and_on_in_production(airflow_env):
@@ -213,3 +213,30 @@ def test_synthetic_trajectories_dag_applies_the_trigger_form_controls(airflow_en
     assert len({r["trajectory_id"] for r in rows}) == 3
     assert all(r["source"] == "synthetic" and r["info"]["control"]["faults"] == ["timeouts"]
                and r["info"]["control"]["fault_rate"] == 0.5 for r in rows)
+
+
+@pytest.mark.slow
+def test_agent_rl_dag_trains_in_the_simulator_and_evaluates_on_the_real_terminal(airflow_env, smoke_params,
+                                                                                 mlflow_store):
+    """start -> train_in_simulator -> evaluate_on_real; the agent is registered with the world-model
+    version it trained in, and its held-out episodes were played on the real terminal."""
+    from mlflow import MlflowClient
+
+    from tests.helpers import built_and_trained
+
+    workspace = Path(airflow_env["AGENTWORLD_HOME"])
+    built_and_trained(workspace, smoke_params, sft_steps=2, register=True)
+    conf = {"agent_world_model": "models:/agentworld-world-model/1", "agent_rl_budget_s": 5, "agent_seed": 3}
+    result = _dag_test("agent_rl", conf, airflow_env)
+    assert result["state"] == "success", result
+    assert set(result["tasks"]) == {"start", "train_in_simulator", "evaluate_on_real"}
+    run_dir = next((workspace / "runs" / "airflow").iterdir())
+    trained = json.loads((run_dir / "agent" / "train.json").read_text())
+    assert trained["rl_episodes"] > 0 and trained["real_steps_training"] == trained["real_steps_demos"]
+    episodes = [json.loads(line) for line in (run_dir / "agent" / "real_episodes.jsonl").read_text().splitlines()]
+    assert len(episodes) == smoke_params.agent.eval_episodes and not any(e["simulated"] for e in episodes)
+    client = MlflowClient(tracking_uri=airflow_env["MLFLOW_TRACKING_URI"])
+    version = client.get_model_version("agentworld-agent", "1")
+    assert version.tags["world_model_version"] == "1" and version.tags["rl_env"] == "sim"
+    run = client.get_run(version.tags["run_id"])
+    assert run.data.tags["seed"] == "3" and "real.success_rate" in run.data.metrics

@@ -1,0 +1,110 @@
+"""Behaviour cloning: the agent imitates successful real trajectories (TRL's SFTTrainer).
+
+Demonstrations are the successful episodes of the validated real data (`data/clean/<domain>.jsonl`,
+cut at the solving step) plus, when asked, fresh scripted episodes on the real environment for
+the agent's task templates. Each becomes one conversation in the agent's chat layout, ending
+with the agent's `submit` after the solving step (the real environment ends the episode by
+itself there, a simulator does not), and the loss falls on the agent's turns only.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from datasets import Dataset
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from trl import SFTConfig, SFTTrainer
+
+from agentworld.agents.episodes import task_options
+from agentworld.agents.policy import agent_messages
+from agentworld.config import AgentParams, DistributedParams
+from agentworld.data.io import read_transitions
+from agentworld.data.schema import group_trajectories
+from agentworld.envs.registry import make_env, make_policy
+from agentworld.simulation.env import END_ACTIONS
+from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
+
+
+@dataclass(frozen=True)
+class Demo:
+    """A successful real episode: every observation (the first, then one per action) and the actions."""
+
+    trajectory_id: str
+    template: str | None
+    observations: tuple[str, ...]
+    actions: tuple[str, ...]
+
+
+def first_observation(domain: str, instruction: str) -> str:
+    """What the real environment's reset shows (recorded rows keep only the instruction)."""
+    if domain == "terminal":
+        from agentworld.envs.sandbox import WORKDIR
+        from agentworld.envs.terminal import prompt
+
+        return f"{instruction}\n\n{prompt(WORKDIR)}"
+    return instruction
+
+
+def recorded_demos(path: Path, templates: Sequence[str]) -> list[Demo]:
+    """Successful episodes of a validated trajectory file, cut at the solving step."""
+    demos = []
+    for trajectory_id, rows in sorted(group_trajectories(read_transitions(path)).items()):
+        solved = next((k for k, row in enumerate(rows) if row.reward > 0), None)
+        template = rows[0].info.get("template")
+        if solved is None or (templates and template not in templates):
+            continue
+        kept = rows[:solved + 1]
+        demos.append(Demo(trajectory_id, template, (first_observation(rows[0].domain, rows[0].instruction),
+                                                    *(r.observation for r in kept)), tuple(r.action for r in kept)))
+    return demos
+
+
+def scripted_demos(domain: str, episodes: int, first_seed: int, templates: Sequence[str], max_steps: int) -> tuple[list[Demo], int]:
+    """Fresh scripted episodes on the real environment; the successful ones, and the real steps spent."""
+    env = make_env(domain)
+    demos, steps = [], 0
+    try:
+        for k in range(episodes):
+            seed = first_seed + k
+            observation, info = env.reset(seed=seed, options=task_options(templates, seed))
+            policy = make_policy(domain, "scripted", env.task)  # type: ignore[attr-defined]
+            rng = random.Random(f"demo:{seed}")
+            observations, actions, history = [observation], [], []
+            for _ in range(max_steps):
+                action = policy.act(observation, history, rng)
+                observation, reward, terminated, truncated, _ = env.step(action)
+                steps += 1
+                actions.append(action)
+                observations.append(observation)
+                history.append((action, observation))
+                if reward > 0:
+                    demos.append(Demo(f"{domain}-demo-{seed}", info.get("template"), tuple(observations), tuple(actions)))
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+    return demos, steps
+
+
+def conversations(demos: Sequence[Demo], domain: str, observation_chars: int) -> list[list[dict[str, str]]]:
+    done = sorted(END_ACTIONS.get(domain, {"submit"}))[-1]  # "submit"
+    return [agent_messages(domain, demo.observations, [*demo.actions, done], observation_chars) for demo in demos]
+
+
+def train_bc(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, demos: Sequence[Demo], params: AgentParams,
+             dist: DistributedParams, output_dir: Path) -> TrainResult:
+    if not demos:
+        raise ValueError(f"agent: no successful {params.domain} demonstrations for templates {params.templates}; "
+                         "collect more real data or raise agent.demo_episodes")
+    set_threads(params.bc)
+    max_length = int(getattr(model.config, "max_position_embeddings", 512))
+    dataset = Dataset.from_list([{"messages": m} for m in conversations(demos, params.domain, params.observation_chars)])
+    kwargs = {**trainer_kwargs(params.bc, output_dir, dist), "report_to": []}  # the agent's run logs its own metrics
+    config = SFTConfig(**kwargs, max_length=max_length,
+                       assistant_only_loss=True, eval_strategy="no", save_strategy="no")
+    trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer, train_dataset=dataset)
+    result = trainer.train()
+    return TrainResult.from_trainer(trainer, result, None, {})

@@ -1,0 +1,55 @@
+"""agent_rl: train an agent inside the world model, then measure it on the real environment.
+
+start (the agent's MLflow run; fails at once if the world model `agent.world_model` is not
+there) -> train_in_simulator (BC on successful real trajectories, then GRPO inside
+WorldModelEnv for `agent.rl.budget_s` seconds) -> evaluate_on_real (held-out real tasks: task
+success, steps, invalid-action rate; registers a version of `agentworld-agent` tagged with the
+world-model version it trained in). The trigger form picks the world model, the initialisation
+(scratch or the world model's weights), where RL runs (sim, real, none), its budget and the seed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import dag, get_current_context, task
+
+from agentworld.orchestration import agent_evaluate, agent_start, agent_train, trigger_params
+
+AGENT_PARAMS = ["agent_world_model", "agent_init", "agent_rl_env", "agent_rl_budget_s", "agent_bc_steps",
+                "agent_eval_episodes", "agent_seed"]
+
+
+@dag(
+    dag_id="agent_rl",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    params=trigger_params(AGENT_PARAMS),
+    tags=["agentworld", "agents", "simulation"],
+    doc_md=__doc__,
+)
+def agent_rl():
+    def _ctx() -> tuple[dict, str]:
+        context = get_current_context()
+        return dict(context["params"]), context["run_id"]
+
+    @task
+    def start() -> str:
+        return agent_start(*_ctx())
+
+    @task
+    def train_in_simulator(agent_run_id: str) -> dict:
+        return agent_train(*_ctx(), agent_run_id)
+
+    @task
+    def evaluate_on_real(agent_run_id: str, _: dict) -> dict:
+        return agent_evaluate(*_ctx(), agent_run_id)
+
+    run_id = start()
+    evaluate_on_real(run_id, train_in_simulator(run_id))
+
+
+agent_rl()

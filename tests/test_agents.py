@@ -1,0 +1,209 @@
+"""Agents in the simulator: one LM agent plays real and simulated terminals through the same
+loop; BC demonstrations; GRPO over whole episodes (TRL rollout_func) inside WorldModelEnv;
+the sim_rl experiment end to end with registered agents and their world-model lineage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentworld.agents.bc import conversations, recorded_demos, scripted_demos
+from agentworld.agents.episodes import play, summarise
+from agentworld.agents.policy import LMAgent
+from agentworld.agents.rl import WallClockBudget, seed_of, task_dataset, train_rl
+from agentworld.agents.success import ReferenceVerifier, WorldModelVerifier, sim_success
+from agentworld.data.collect import _play_episode
+from agentworld.data.io import write_jsonl
+from agentworld.envs.registry import make_env
+from agentworld.evaluation.backends import TransformersBackend
+from agentworld.models.factory import build_model, load_local
+from agentworld.simulation.env import RealTaskSource, WorldModelEnv
+from tests.conftest import SMOKE_PARAMS
+from tests.test_simulation import params as collect_params
+
+TEMPLATES = ["rename_file", "count_lines"]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    """A tiny fresh model of our architecture: the world model and the agent's starting point."""
+    from agentworld.config import load_params
+
+    corpus = ["mv report.txt backup.txt", "wc -l < notes.txt > answer.txt", "submit", "Rename a file."] * 50
+    model, tokenizer = build_model(load_params(SMOKE_PARAMS).model, corpus)
+    out = tmp_path_factory.mktemp("tiny")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+class StubWorldModel:
+    """A stand-in world model that answers every step with one fixed, well-formed observation."""
+
+    name = "stub"
+
+    def __init__(self, observation: str) -> None:
+        self.observation, self.calls = observation, 0
+
+    def generate(self, examples, temperature=0.0):
+        self.calls += 1
+        return [f"<observation>\n{self.observation}" for _ in examples]
+
+
+def agent(model_dir: Path, temperature: float = 0.0) -> LMAgent:
+    model, tokenizer = load_local(model_dir)
+    return LMAgent(model, tokenizer, "terminal", max_new_tokens=6, observation_chars=80, temperature=temperature)
+
+
+def test_one_lm_agent_plays_the_real_and_the_simulated_terminal_through_one_loop(tiny_dir):
+    lm = agent(tiny_dir)
+    real = [make_env("terminal") for _ in range(2)]
+    backend = TransformersBackend(tiny_dir, max_new_tokens=8, batch_size=4, max_seq_len=256)
+    tasks = RealTaskSource("terminal")
+    simulated = [WorldModelEnv("terminal", backend, tasks) for _ in range(2)]
+    try:
+        real_eps = play(lm, real, [7, 8], max_steps=2, templates=TEMPLATES)
+        sim_eps = play(lm, simulated, [7, 8], max_steps=2, templates=TEMPLATES, judge=ReferenceVerifier())
+    finally:
+        for env in real:
+            env.close()
+        tasks.close()
+    # same tasks, same greedy agent: the same first action on both sides; only the environment differs
+    assert [e.task_id for e in real_eps] == [e.task_id for e in sim_eps]
+    assert [e.template for e in real_eps] == ["count_lines", "rename_file"]  # seed % len(templates)
+    assert [e.actions[0] for e in real_eps] == [e.actions[0] for e in sim_eps]
+    assert not real_eps[0].simulated and sim_eps[0].simulated
+    for episode in real_eps + sim_eps:
+        tokens = episode.tokens
+        assert 1 <= episode.steps <= 2 and len(tokens.agent_mask) == len(tokens.completion_ids)
+        assert sum(tokens.agent_mask) > 0 and tokens.ids[:len(tokens.prompt_ids)] == tokens.prompt_ids
+    stats = summarise(real_eps)
+    assert stats["episodes"] == 2 and 0.0 <= stats["invalid_action_rate"] <= 1.0 and stats["success_rate"] == 0.0
+
+
+def test_the_simulators_success_judges(tiny_dir):
+    tasks = RealTaskSource("terminal")
+    stub = StubWorldModel("PASS")
+    env = WorldModelEnv("terminal", stub, tasks)
+    try:
+        env.reset(seed=3, options={"template": "rename_file"})
+        solution = env.task.solution
+        assert ReferenceVerifier().judge([env], [["ls", "  " + solution[-1].replace(" ", "  ")]]) == [True]
+        assert ReferenceVerifier().judge([env], [["ls", "mv a b"]]) == [False]
+        assert WorldModelVerifier().judge([env], [[]]) == [True]      # the world model says the checker passes
+        stub.observation = "FAIL"
+        assert WorldModelVerifier().judge([env], [[]]) == [False]
+    finally:
+        tasks.close()
+    with pytest.raises(ValueError, match="agent.rl.sim_success"):
+        sim_success("oracle")
+
+
+def test_bc_demonstrations_are_successful_real_episodes_ending_in_submit(tmp_path):
+    demos, steps = scripted_demos("terminal", 3, first_seed=11, templates=TEMPLATES, max_steps=4)
+    assert len(demos) == 3 and steps >= 3
+    assert all(len(d.observations) == len(d.actions) + 1 for d in demos)
+    chats = conversations(demos, "terminal", observation_chars=80)
+    assert all(c[-1] == {"role": "assistant", "content": "submit"} for c in chats)
+    assert chats[0][1]["role"] == "user" and "/workspace" in chats[0][1]["content"]
+
+    # recorded real data: only successful episodes of the asked templates, cut at the solving step
+    real = make_env("terminal")
+    try:
+        rows = list(_play_episode(real, "terminal", collect_params("scripted"), index=0))
+    finally:
+        real.close()
+    write_jsonl(tmp_path / "terminal.jsonl", (r.model_dump(mode="json") for r in rows))
+    template = rows[0].info["template"]
+    recorded = recorded_demos(tmp_path / "terminal.jsonl", [template])
+    assert len(recorded) == int(any(r.reward > 0 for r in rows))
+    assert recorded_demos(tmp_path / "terminal.jsonl", ["no_such_template"]) == []
+
+
+def test_grpo_over_whole_episodes_inside_the_world_model(tiny_dir, tmp_path):
+    """TRL's GRPOTrainer takes two optimiser steps on episodes played in WorldModelEnvs; the
+    rollouts are counted and the env-token mask reaches the trainer."""
+    from agentworld.config import load_params
+
+    params = load_params(SMOKE_PARAMS, {"agent.max_steps": 2, "agent.max_new_tokens": 6, "agent.templates": TEMPLATES,
+                                        "agent.rl.max_steps": 2, "agent.rl.num_generations": 2,
+                                        "agent.rl.tasks_per_step": 1, "agent.rl.budget_s": 600})
+    model, tokenizer = load_local(tiny_dir)
+    before = [p.detach().clone() for p in model.parameters()]
+    tasks = RealTaskSource("terminal")
+    stub = StubWorldModel("done")
+    try:
+        result, used = train_rl(model, tokenizer, lambda: WorldModelEnv("terminal", stub, tasks, max_steps=2),
+                                params.agent, params.distributed, tmp_path / "rl", ReferenceVerifier())
+    finally:
+        tasks.close()
+    assert result.global_step == 2
+    assert used["rl_episodes"] == 4 and 4 <= used["rl_env_steps"] <= 8 and stub.calls >= 2
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the optimiser stepped
+    assert seed_of(task_dataset(5, 2)[1]["prompt"]) == 6
+
+
+def test_the_wall_clock_budget_stops_training():
+    class Control:
+        should_training_stop = False
+
+    budget, control = WallClockBudget(0.0), Control()
+    budget.on_train_begin(None, None, control)
+    budget.on_step_end(None, None, control)
+    assert control.should_training_stop
+    patient, control = WallClockBudget(3600.0), Control()
+    patient.on_train_begin(None, None, control)
+    patient.on_step_end(None, None, control)
+    assert not control.should_training_stop
+
+
+@pytest.mark.slow
+def test_sim_rl_experiment_registers_agents_with_their_world_model(tmp_path, mlflow_store, smoke_params):
+    """`agentworld experiment sim-rl` at smoke scale (one seed): three arms, each an MLflow run and
+    an `agentworld-agent` version tagged with the world-model version; the parent run has the table."""
+    from mlflow import MlflowClient
+
+    from agentworld.experiments.agents import run_sim_rl
+    from tests.helpers import built_and_trained
+
+    built_and_trained(tmp_path, smoke_params, sft_steps=2, register=True)
+    params = smoke_params.model_copy(update={"agent": smoke_params.agent.model_copy(
+        update={"world_model": "models:/agentworld-world-model/1", "templates": TEMPLATES})})
+    result = run_sim_rl(params, [0], tmp_path)
+    table = result["table"]
+    assert list(table) == ["bc", "bc+rl_sim", "bc+rl_real"]
+    for row in table.values():
+        assert len(row["real.success_rate"]["values"]) == 1 and 0 <= row["real.success_rate"]["mean"] <= 1
+    assert table["bc+rl_sim"]["rl_episodes"]["mean"] > 0 and table["bc"]["rl_episodes"]["mean"] == 0
+    # the simulator arm used no more real steps than BC's demonstrations; the real arm used more
+    assert table["bc+rl_sim"]["real_steps_training"]["values"] == table["bc"]["real_steps_training"]["values"]
+    assert all(r > b for r, b in zip(table["bc+rl_real"]["real_steps_training"]["values"],
+                                      table["bc"]["real_steps_training"]["values"]))
+    report = (tmp_path / "reports" / "experiments" / "sim_rl.md").read_text()
+    assert "bc+rl_sim" in report and "±" in report
+    client = MlflowClient()
+    versions = client.search_model_versions("name='agentworld-agent'")
+    assert len(versions) == 3
+    assert all(v.tags["world_model_version"] == "1" and v.tags["world_model"] == "models:/agentworld-world-model/1"
+               for v in versions)
+    runs = client.search_runs([client.get_experiment_by_name(params.tracking.experiment).experiment_id],
+                              f"tags.mlflowParentRunId = '{result['parent_run_id']}'")
+    assert sorted(r.data.tags["variant"] for r in runs) == sorted(["bc", "bc+rl_sim", "bc+rl_real"])
+    parent = client.get_run(result["parent_run_id"])
+    assert "bc_rl_sim.real.success_rate.mean" in parent.data.metrics
+    episodes = [json.loads(line) for line in
+                next(tmp_path.glob("runs/experiments/sim_rl/*/seed0/bc/real_episodes.jsonl")).read_text().splitlines()]
+    assert len(episodes) == params.agent.eval_episodes and all(not e["simulated"] for e in episodes)
+
+
+def test_a_missing_world_model_is_named_by_its_setting(tmp_path, mlflow_store):
+    from agentworld.agents.train import resolve_world_model
+    from agentworld.evaluation.backends import BackendError
+
+    with pytest.raises(BackendError, match="agent.world_model: .*agentworld-world-model"):
+        resolve_world_model("models:/agentworld-world-model@champion", tmp_path)
+    with pytest.raises(BackendError, match="agent.world_model: .*not a directory"):
+        resolve_world_model(str(tmp_path / "nowhere"), tmp_path)
