@@ -190,7 +190,7 @@ def test_sim_rl_experiment_registers_agents_with_their_world_model(tmp_path, mlf
     assert all(v.tags["world_model_version"] == "1" and v.tags["world_model"] == "models:/agentworld-world-model/1"
                for v in versions)
     runs = client.search_runs([client.get_experiment_by_name(params.tracking.experiment).experiment_id],
-                              f"tags.mlflowParentRunId = '{result['parent_run_id']}'")
+                              f"tags.mlflow.parentRunId = '{result['parent_run_id']}'")
     assert sorted(r.data.tags["variant"] for r in runs) == sorted(["bc", "bc+rl_sim", "bc+rl_real"])
     parent = client.get_run(result["parent_run_id"])
     assert "bc_rl_sim.real.success_rate.mean" in parent.data.metrics
