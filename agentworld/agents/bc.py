@@ -19,12 +19,11 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig, SFTTrainer
 
 from agentworld.agents.episodes import task_options
-from agentworld.agents.policy import agent_messages
+from agentworld.agents.policy import DONE_ACTION, agent_messages
 from agentworld.config import AgentParams, DistributedParams
 from agentworld.data.io import read_transitions
 from agentworld.data.schema import group_trajectories
 from agentworld.envs.registry import make_env, make_policy
-from agentworld.simulation.env import END_ACTIONS
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 
 
@@ -90,7 +89,7 @@ def scripted_demos(domain: str, episodes: int, first_seed: int, templates: Seque
 
 
 def conversations(demos: Sequence[Demo], domain: str, observation_chars: int) -> list[list[dict[str, str]]]:
-    done = sorted(END_ACTIONS.get(domain, {"submit"}))[-1]  # "submit"
+    done = DONE_ACTION[domain]
     return [agent_messages(domain, demo.observations, [*demo.actions, done], observation_chars) for demo in demos]
 
 

@@ -22,6 +22,8 @@ AGENT_SYSTEM: dict[str, str] = {
     "terminal": "You operate a Linux bash shell to complete the task in the first message. "
                 "Reply with exactly one shell command per turn. Reply submit when the task is done.",
 }
+#: What the agent says when it is done (the system prompt above tells it so).
+DONE_ACTION: dict[str, str] = {"terminal": "submit"}
 FIRST_OBSERVATION_CHARS = 400
 
 
