@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import Enum
 import os
 import subprocess
 import sys
@@ -126,8 +127,12 @@ def stage(
     root: Path = typer.Option(Path("."), help="workspace root the stage reads and writes under"),
     domain: list[str] = typer.Option(None, help="per-domain stages (collect, validate): only this domain "
                                                 "(repeatable; default: every domain in collect.domains)"),
+    summary_path: Optional[Path] = typer.Option(None, "--summary", help="also write the stage's summary (JSON) here"),
 ) -> None:
-    """Run one pipeline stage (what each dvc.yaml stage calls)."""
+    """Run one pipeline stage (what each dvc.yaml stage and each Airflow task calls).
+
+    Example: agentworld stage collect --domain terminal --root runs/try1
+    """
     from tasks import PER_DOMAIN_STAGES, get_stage
 
     params = _load(params_path)
@@ -140,7 +145,11 @@ def stage(
                                  f"({', '.join(params.collect.domains)})", param_hint="--domain")
     stage_fn = get_stage(name)
     summary = stage_fn(params, root.resolve(), None, domain) if domain else stage_fn(params, root.resolve(), None)
-    typer.echo(json.dumps(summary, indent=2, default=str))
+    text = json.dumps(summary, indent=2, default=str)
+    if summary_path is not None:
+        summary_path.parent.mkdir(parents=True, exist_ok=True)
+        summary_path.write_text(text)
+    typer.echo(text)
 
 
 @app.command()
@@ -152,7 +161,10 @@ def pipeline(
     from agentworld.tracking.runs import PARENT_RUN_ENV, start_pipeline_run
     from agentworld.summary import log_summary, render_summary
 
+    from agentworld.data.build import check_split
+
     params = _load(params_path)
+    check_split(params.collect, params.build)
     parent = start_pipeline_run(params)
     env = {**os.environ, PARENT_RUN_ENV: parent}
     subprocess.run(["dvc", "repro"], check=True, env=env)
@@ -221,19 +233,50 @@ def experiment_warmup(
     typer.echo(result["markdown"])
 
 
+class AgentPhase(str, Enum):
+    all = "all"
+    start = "start"
+    train = "train"
+    evaluate = "evaluate"
+
+
 @agent_app.command("train")
 def agent_train(
     params_path: Path = ParamsOpt,
     override: list[str] = SetOpt,
     out: Path = typer.Option(Path("runs/agents/latest"), help="folder for the agent's checkpoints and episodes"),
+    phase: AgentPhase = typer.Option(AgentPhase.all, help="all, or one phase: start (open the MLflow run), "
+                                                          "train (BC then RL), evaluate (real tasks, register)"),
+    run_id: Optional[str] = typer.Option(None, help="the agent's MLflow run (from --phase start) for train/evaluate"),
+    tag: list[str] = typer.Option(None, help="extra MLflow tag KEY=VALUE on the agent's run (repeatable)"),
+    summary_path: Optional[Path] = typer.Option(None, "--summary", help="also write the result (JSON) here"),
 ) -> None:
     """Train one agent (BC on real demonstrations, then agent.rl.env RL), evaluate it on held-out
-    real tasks, log it to MLflow and register it as a version of agent.registered_model."""
-    from agentworld.agents.train import train_agent
+    real tasks, log it to MLflow and register it as a version of agent.registered_model.
+
+    Example: agentworld agent train --set agent.rl.env=sim --set agent.rl.budget_s=60
+    """
+    from agentworld.agents.train import evaluate_and_register, start_agent_run, train_agent, train_in_environment
 
     params = _load_with(params_path, override)
-    result = _run_agents(lambda: train_agent(params, Path(".").resolve(), out.resolve()))
-    typer.echo(json.dumps(result, indent=2))
+    root, out = Path(".").resolve(), out.resolve()
+    tags = dict(item.split("=", 1) for item in tag or [] if "=" in item)
+    if phase in (AgentPhase.train, AgentPhase.evaluate) and not run_id:
+        raise typer.BadParameter(f"--phase {phase.value} needs --run-id (the id --phase start printed)",
+                                 param_hint="--run-id")
+    steps = {
+        AgentPhase.all: lambda: train_agent(params, root, out, tags=tags),
+        AgentPhase.start: lambda: {"run_id": start_agent_run(params, root, tags=tags)},
+        AgentPhase.train: lambda: train_in_environment(params, root, out, run_id),
+        AgentPhase.evaluate: lambda: evaluate_and_register(params, root, out, run_id),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    result = _run_agents(steps[phase])
+    text = json.dumps(result, indent=2, default=str)
+    if summary_path is not None:
+        summary_path.parent.mkdir(parents=True, exist_ok=True)
+        summary_path.write_text(text)
+    typer.echo(text)
 
 
 def _run_agents(work):

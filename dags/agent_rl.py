@@ -1,11 +1,12 @@
 """agent_rl: train an agent inside the world model, then measure it on the real environment.
 
-start (the agent's MLflow run; fails at once if the world model `agent.world_model` is not
-there) -> train_in_simulator (BC on successful real trajectories, then GRPO inside
-WorldModelEnv for `agent.rl.budget_s` seconds) -> evaluate_on_real (held-out real tasks: task
-success, steps, invalid-action rate; registers a version of `agentworld-agent` tagged with the
-world-model version it trained in). The trigger form picks the world model, the initialisation
-(scratch or the world model's weights), where RL runs (sim, real, none), its budget and the seed.
+start (fixes the run's settings and opens the agent's MLflow run; fails at once, without retry,
+if the world model `agent.world_model` is not there) -> train_in_simulator (BC on successful
+real trajectories, then GRPO inside WorldModelEnv for `agent.rl.budget_s` seconds) ->
+evaluate_on_real (held-out real tasks: task success, steps, invalid-action rate; registers a
+version of `agentworld-agent` tagged with the world-model version it trained in). The trigger
+form picks the world model, the initialisation (scratch or the world model's weights), where RL
+runs (sim, real, none), its budget and the seed. Each phase runs in a process of its own.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import agent_evaluate, agent_start, agent_train, trigger_params
+from agentworld.orchestration import agent_phase, resolve_run, settings_errors_fail_once, trigger_params
 
 AGENT_PARAMS = ["agent_world_model", "agent_init", "agent_rl_env", "agent_rl_budget_s", "agent_bc_steps",
                 "agent_eval_episodes", "agent_seed"]
+
+
+def _run_id() -> str:
+    return get_current_context()["run_id"]
 
 
 @dag(
@@ -32,24 +37,25 @@ AGENT_PARAMS = ["agent_world_model", "agent_init", "agent_rl_env", "agent_rl_bud
     doc_md=__doc__,
 )
 def agent_rl():
-    def _ctx() -> tuple[dict, str]:
-        context = get_current_context()
-        return dict(context["params"]), context["run_id"]
-
     @task
+    @settings_errors_fail_once
     def start() -> str:
-        return agent_start(*_ctx())
+        context = get_current_context()
+        resolve_run(dict(context["params"]), context["run_id"])
+        return agent_phase("start", context["run_id"])["run_id"]
 
     @task
+    @settings_errors_fail_once
     def train_in_simulator(agent_run_id: str) -> dict:
-        return agent_train(*_ctx(), agent_run_id)
+        return agent_phase("train", _run_id(), agent_run_id)
 
     @task
+    @settings_errors_fail_once
     def evaluate_on_real(agent_run_id: str, _: dict) -> dict:
-        return agent_evaluate(*_ctx(), agent_run_id)
+        return agent_phase("evaluate", _run_id(), agent_run_id)
 
-    run_id = start()
-    evaluate_on_real(run_id, train_in_simulator(run_id))
+    agent_run_id = start()
+    evaluate_on_real(agent_run_id, train_in_simulator(agent_run_id))
 
 
 agent_rl()

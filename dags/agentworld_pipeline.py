@@ -1,8 +1,9 @@
 """agentworld_pipeline: collect -> validate -> corpora, build -> cpt -> sft -> rl -> evaluate -> promote.
 
-Thin by design: each task calls the same tasks/ function that `dvc repro` runs. Scale knobs
-are Params in the trigger form (empty = use params.yaml). Outputs of a DAG run live under
-runs/airflow/<run_id>/, so a retried task rewrites only its own files.
+Thin by design: each task runs the same stage command that `dvc repro` runs, in a process of
+its own. The trigger form shows params.yaml's values (with the schema's bounds); `start` fixes
+the run's settings and refuses, once and with the reason, settings that cannot work. Outputs of
+a DAG run live under runs/airflow/<run_id>/, so a retried task rewrites only its own files.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import run_stage, run_training_stage, start_run, trigger_params
+from agentworld.orchestration import resolve_run, settings_errors_fail_once, stage_task, start_run, trigger_params
 
 
 @dag(
@@ -26,48 +27,18 @@ from agentworld.orchestration import run_stage, run_training_stage, start_run, t
     doc_md=__doc__,
 )
 def agentworld_pipeline():
-    def _ctx() -> tuple[dict, str]:
-        context = get_current_context()
-        return dict(context["params"]), context["run_id"]
-
     @task
+    @settings_errors_fail_once
     def start() -> str:
-        dag_params, run_id = _ctx()
-        return start_run(dag_params, run_id)
-
-    @task
-    def collect(parent: str) -> dict:
-        return run_stage("collect", *_ctx(), parent)
-
-    @task
-    def validate(parent: str, _: dict) -> dict:
-        return run_stage("validate", *_ctx(), parent)
-
-    @task
-    def build(parent: str, _: dict) -> dict:
-        return run_stage("build", *_ctx(), parent)
-
-    @task
-    def corpora(parent: str) -> dict:
-        return run_stage("corpora", *_ctx(), parent)
-
-    def training(stage: str):
-        @task(task_id=stage)
-        def train(parent: str, *_: dict) -> dict:
-            return run_training_stage(stage, *_ctx(), parent)
-        return train
-
-    @task
-    def evaluate(parent: str, _: dict) -> dict:
-        return run_stage("evaluate", *_ctx(), parent)
-
-    @task
-    def promote(parent: str, _: dict) -> dict:
-        return run_stage("promote", *_ctx(), parent)
+        context = get_current_context()
+        resolve_run(dict(context["params"]), context["run_id"], collects=True)
+        return start_run(context["run_id"])
 
     parent = start()
-    cpt = training("cpt")(parent, build(parent, validate(parent, collect(parent))), corpora(parent))
-    promote(parent, evaluate(parent, training("rl")(parent, training("sft")(parent, cpt))))
+    built = stage_task("build")(parent, stage_task("validate")(parent, stage_task("collect")(parent)))
+    cpt = stage_task("cpt")(parent, built, stage_task("corpora")(parent))
+    rl = stage_task("rl")(parent, stage_task("sft")(parent, cpt))
+    stage_task("promote")(parent, stage_task("evaluate")(parent, rl))
 
 
 agentworld_pipeline()

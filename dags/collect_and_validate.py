@@ -5,7 +5,8 @@ domain in collect.domains, or in the trigger form's `domains`). Each validated d
 published as its own Asset (`agentworld://datasets/validated/<domain>`, through an AssetAlias
 because the domains come from params), and `publish` marks the whole validated set
 (`agentworld://datasets/validated-trajectories`) that the training DAGs are scheduled on.
-Domains that cannot run on this machine (e.g. Android) are skipped with their reason.
+Domains that cannot run on this machine (e.g. Android) are skipped with their reason. `start`
+refuses, once and with the reason, settings that could not give a training and a held-out split.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (plan_domains, run_stage, start_run, trigger_params, validated_alias,
-                                      validated_asset, validated_domain_asset, validated_domain_event,
-                                      validated_set_event)
+from agentworld.orchestration import (plan_domains, resolve_run, run_stage, settings_errors_fail_once, start_run,
+                                      trigger_params, validated_alias, validated_asset, validated_domain_asset,
+                                      validated_domain_event, validated_set_event)
+
+
+def _run_id() -> str:
+    return get_current_context()["run_id"]
 
 
 @dag(
@@ -26,22 +31,22 @@ from agentworld.orchestration import (plan_domains, run_stage, start_run, trigge
     catchup=False,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
-    params=trigger_params(["domains", "episodes_per_domain", "max_steps"]),
+    params=trigger_params(["domains", "episodes_per_domain", "episodes", "max_steps"]),
     tags=["agentworld", "data"],
     doc_md=__doc__,
 )
 def collect_and_validate():
-    def _ctx() -> tuple[dict, str]:
-        context = get_current_context()
-        return dict(context["params"]), context["run_id"]
-
     @task
+    @settings_errors_fail_once
     def start() -> str:
-        return start_run(*_ctx())
+        context = get_current_context()
+        resolve_run(dict(context["params"]), context["run_id"], collects=True)
+        return start_run(context["run_id"])
 
     @task
-    def plan() -> list[str]:
-        domains, skipped = plan_domains(_ctx()[0])
+    @settings_errors_fail_once
+    def plan(_: str) -> list[str]:
+        domains, skipped = plan_domains(_run_id())
         for domain, reason in skipped.items():
             print(f"skipping {domain}: {reason}")
         if not domains:
@@ -49,27 +54,27 @@ def collect_and_validate():
         return domains
 
     @task(max_active_tis_per_dagrun=1)  # each collection already uses collect.workers processes
+    @settings_errors_fail_once
     def collect(domain: str, parent: str) -> str:
-        run_stage("collect", *_ctx(), parent, domains=[domain])
+        run_stage("collect", _run_id(), parent, domains=[domain])
         return domain
 
     @task(outlets=[validated_alias()])
+    @settings_errors_fail_once
     def validate(domain: str, parent: str, *, outlet_events=None) -> dict:
-        dag_params, run_id = _ctx()
-        report = run_stage("validate", dag_params, run_id, parent, domains=[domain])["domains"][domain]
-        event = validated_domain_event(domain, report, run_id)
+        report = run_stage("validate", _run_id(), parent, domains=[domain])["domains"][domain]
+        event = validated_domain_event(domain, report, _run_id())
         outlet_events[validated_alias()].add(validated_domain_asset(domain), extra=event)
         return event
 
     @task(outlets=[validated_asset()])
     def publish(events: list[dict], *, outlet_events=None) -> dict:
-        summary = validated_set_event(list(events), _ctx()[1])
+        summary = validated_set_event(list(events), _run_id())
         outlet_events[validated_asset()].extra = summary
         return summary
 
     parent = start()
-    domains = plan()
-    collected = collect.partial(parent=parent).expand(domain=domains)
+    collected = collect.partial(parent=parent).expand(domain=plan(parent))
     publish(validate.partial(parent=parent).expand(domain=collected))
 
 

@@ -2,8 +2,8 @@
 
 Fresh real trajectories every night, the whole staged training on them, and the champion/
 challenger gate: the registry's `champion` alias moves only when the new model beats the
-current champion on the same held-out records (`promote` in params.yaml); otherwise the reason
-is a tag on the new version. The cron is `schedule.cron`, active only with
+current champion and every baseline on the same held-out records (`promote` in params.yaml);
+otherwise the reason is a tag on the new version. The cron is `schedule.cron`, active only with
 `schedule.nightly: true` (the production profile); the demo leaves it off, and the DAG runs
 when triggered. Collection fans out per domain like collect_and_validate, but publishes no
 Asset, so it does not also start world_model_training.
@@ -15,8 +15,12 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (gated_training_tasks, nightly_schedule, plan_domains, run_stage,
-                                      start_run, trigger_params)
+from agentworld.orchestration import (gated_training_tasks, nightly_schedule, plan_domains, resolve_run, run_stage,
+                                      settings_errors_fail_once, stage_task, start_run, trigger_params)
+
+
+def _run_id() -> str:
+    return get_current_context()["run_id"]
 
 
 @dag(
@@ -31,17 +35,17 @@ from agentworld.orchestration import (gated_training_tasks, nightly_schedule, pl
     doc_md=__doc__,
 )
 def nightly_retrain():
-    def _ctx() -> tuple[dict, str]:
-        context = get_current_context()
-        return dict(context["params"]), context["run_id"]
-
     @task
+    @settings_errors_fail_once
     def start() -> str:
-        return start_run(*_ctx())
+        context = get_current_context()
+        resolve_run(dict(context["params"]), context["run_id"], collects=True)
+        return start_run(context["run_id"])
 
     @task
+    @settings_errors_fail_once
     def plan(_: str) -> list[str]:
-        domains, skipped = plan_domains(_ctx()[0])
+        domains, skipped = plan_domains(_run_id())
         for domain, reason in skipped.items():
             print(f"skipping {domain}: {reason}")
         if not domains:
@@ -49,42 +53,28 @@ def nightly_retrain():
         return domains
 
     @task(max_active_tis_per_dagrun=1)  # each collection already uses collect.workers processes
+    @settings_errors_fail_once
     def collect(domain: str, parent: str) -> str:
-        run_stage("collect", *_ctx(), parent, domains=[domain])
+        run_stage("collect", _run_id(), parent, domains=[domain])
         return domain
 
     @task
+    @settings_errors_fail_once
     def validate(domain: str, parent: str) -> str:
-        run_stage("validate", *_ctx(), parent, domains=[domain])
+        run_stage("validate", _run_id(), parent, domains=[domain])
         return domain
-
-    @task
-    def corpora(parent: str) -> dict:
-        return run_stage("corpora", *_ctx(), parent)
-
-    @task
-    def build(parent: str, _: list[str]) -> dict:
-        return run_stage("build", *_ctx(), parent)
-
-    @task
-    def evaluate(parent: str, _: str) -> dict:
-        return run_stage("evaluate", *_ctx(), parent)
-
-    @task
-    def promote(parent: str, _: dict) -> dict:
-        return run_stage("promote", *_ctx(), parent)
 
     parent = start()
     collected = collect.partial(parent=parent).expand(domain=plan(parent))
     validated = validate.partial(parent=parent).expand(domain=collected)
-    inputs = [corpora(parent), build(parent, validated)]
+    inputs = [stage_task("corpora")(parent), stage_task("build")(parent, validated)]
     cpt, gate_cpt = gated_training_tasks("cpt")
     sft, gate_sft = gated_training_tasks("sft")
     rl, gate_rl = gated_training_tasks("rl")
     passed_cpt = gate_cpt(cpt(parent, *inputs))
     passed_sft = gate_sft(sft(parent, passed_cpt))
     passed_rl = gate_rl(rl(parent, passed_sft))
-    promote(parent, evaluate(parent, passed_rl))
+    stage_task("promote")(parent, stage_task("evaluate")(parent, passed_rl))
 
 
 nightly_retrain()

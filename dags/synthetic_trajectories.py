@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import run_stage, simulator_workspace, start_run, trigger_params
+from agentworld.orchestration import settings_errors_fail_once, simulator_workspace, stage_task, start_run, trigger_params
 
-SYNTHESIS_PARAMS = ["synth_domains", "synth_episodes", "synth_max_steps", "faults", "fault_rate",
+SYNTHESIS_PARAMS = ["synth_domains", "synth_episodes", "synth_max_steps", "synth_stage", "faults", "fault_rate",
                     "perturbation", "fiction"]
 
 
@@ -32,23 +32,17 @@ SYNTHESIS_PARAMS = ["synth_domains", "synth_episodes", "synth_max_steps", "fault
     doc_md=__doc__,
 )
 def synthetic_trajectories():
-    def _ctx() -> tuple[dict, str]:
-        context = get_current_context()
-        return dict(context["params"]), context["run_id"]
-
     @task
+    @settings_errors_fail_once
     def prepare() -> dict:
-        return simulator_workspace(*_ctx())
+        context = get_current_context()
+        return simulator_workspace(dict(context["params"]), context["run_id"])
 
     @task
     def start(_: dict) -> str:
-        return start_run(*_ctx())
+        return start_run(get_current_context()["run_id"])
 
-    @task
-    def synthesize(parent: str) -> dict:
-        return run_stage("synthesize", *_ctx(), parent)
-
-    synthesize(start(prepare()))
+    stage_task("synthesize")(start(prepare()))
 
 
 synthetic_trajectories()

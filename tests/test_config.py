@@ -85,12 +85,53 @@ def test_missing_and_broken_files(tmp_path):
         load_params(bad)
 
 
-def test_airflow_trigger_form_params_become_validated_overrides(tmp_path, monkeypatch):
-    from agentworld.orchestration import overrides_from_dag_params, params_for_run
+def test_airflow_trigger_form_values_become_the_runs_validated_settings(tmp_path, monkeypatch):
+    from agentworld.orchestration import overrides_from_form, resolve_run, run_params
 
-    assert overrides_from_dag_params({"sft_steps": 5, "hidden_size": None, "unrelated": 1}) == {"sft.max_steps": 5}
+    smoke = load_params(SMOKE_PARAMS)
+    assert overrides_from_form({"sft_steps": 5, "unrelated": 1}, smoke) == {"sft.max_steps": 5}
     (tmp_path / "params.yaml").write_text(SMOKE_PARAMS.read_text())
     monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
-    assert params_for_run({"episodes_per_domain": 9}).collect.episodes_per_domain == 9
+    assert resolve_run({"episodes_per_domain": 9}, "r1").collect.episodes_per_domain == 9
+    assert run_params("r1").collect.episodes_per_domain == 9  # later tasks read what the first one fixed
     with pytest.raises(ParamsError, match="collect.episodes_per_domain"):
-        params_for_run({"episodes_per_domain": 0})
+        resolve_run({"episodes_per_domain": 0}, "r2")
+
+
+def test_trigger_form_episodes_per_domain_applies_to_every_domain_unless_episodes_is_edited():
+    from agentworld.orchestration import apply_overrides, overrides_from_form
+
+    base = load_params(PROJECT / "params.yaml")  # the demo: per-domain counts for six domains
+    assert base.collect.episodes
+    changed = apply_overrides(base, overrides_from_form({"episodes_per_domain": 4, "episodes": base.collect.episodes},
+                                                        base), "form")
+    assert {changed.collect.episodes_for(d) for d in base.collect.domains} == {4}
+    edited = apply_overrides(base, overrides_from_form({"episodes_per_domain": 4, "episodes": {"mcp": 7}}, base),
+                             "form")
+    assert edited.collect.episodes_for("mcp") == 7 and edited.collect.episodes_for("terminal") == 4
+    untouched = apply_overrides(base, overrides_from_form({"episodes_per_domain": base.collect.episodes_per_domain,
+                                                           "episodes": base.collect.episodes}, base), "form")
+    assert untouched == base  # the form's defaults reproduce params.yaml
+
+
+def test_trigger_form_fields_take_bounds_and_choices_from_the_schema():
+    from agentworld.orchestration import FORM_FIELDS, field_schema
+
+    params = load_params(PROJECT / "params.yaml")
+    assert field_schema(params, "collect.episodes_per_domain") == {"type": "integer", "minimum": 1, "maximum": 1_000_000}
+    assert field_schema(params, "synthesize.control.fault_rate")["maximum"] == 1.0
+    assert field_schema(params, "agent.rl.env")["enum"] == ["sim", "real", "none"]
+    assert field_schema(params, "synthesize.control.fiction")["type"] == ["string", "null"]
+    assert "android" in field_schema(params, "synthesize.domains")["items"]["enum"]
+    for key, _ in FORM_FIELDS.values():  # every form field names a real key
+        assert field_schema(params, key)["type"]
+
+
+def test_unworkable_split_is_refused_before_anything_runs():
+    from agentworld.data.build import check_split, planned_split
+
+    smoke = load_params(SMOKE_PARAMS)
+    assert sum(h for _, h in planned_split(smoke.collect, smoke.build).values()) > 0
+    one = smoke.collect.model_copy(update={"episodes_per_domain": 1})
+    with pytest.raises(ParamsError, match=r"0 held-out episodes .* Collect at least \d+ episodes"):
+        check_split(one, smoke.build)

@@ -360,6 +360,8 @@ def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(t
     """No cluster here: subprocess.run is replaced to capture the launcher argv the task would run."""
     import shutil
 
+    import yaml
+
     from agentworld import orchestration
     from tests.conftest import SMOKE_PARAMS
 
@@ -367,6 +369,11 @@ def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(t
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("node-a slots=8\nnode-b slots=8\n")
     monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
+    params = orchestration.resolve_run({}, "r1")
+    cluster = orchestration.apply_overrides(params, {"distributed.compute": "cluster", "distributed.num_nodes": 2,
+                                                     "distributed.gpus_per_node": 8,
+                                                     "distributed.hostfile": str(hostfile)}, "test")
+    orchestration.run_params_path("r1").write_text(yaml.safe_dump(cluster.model_dump(mode="json", by_alias=True)))
     calls = []
 
     def fake_run(argv, **kwargs):
@@ -374,15 +381,15 @@ def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(t
         report = orchestration.run_root("r1") / "reports" / "train" / "sft.json"
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps({"stage": "sft", "global_step": 6}))
+        return subprocess.CompletedProcess(argv, 0)
 
     monkeypatch.setattr(orchestration.subprocess, "run", fake_run)
-    monkeypatch.setattr(orchestration, "overrides_from_dag_params", lambda _: {
-        "distributed": {"compute": "cluster", "num_nodes": 2, "gpus_per_node": 8, "hostfile": str(hostfile)}})
-    report = orchestration.run_training_stage("sft", {}, "r1", "parent-run")
+    report = orchestration.run_stage("sft", "r1", "parent-run")
     argv, kwargs = calls[0]
     assert argv[:3] == ["deepspeed", "--hostfile", str(hostfile)]
     assert argv[argv.index("--num_nodes") + 1] == "2" and argv[argv.index("--num_gpus") + 1] == "8"
-    assert argv[-6:-4] == ["stage", "sft"] and argv[-2] == "--root"
+    assert argv[argv.index("--module") + 1] == "agentworld.cli"
+    assert argv[argv.index("--module") + 2: argv.index("--module") + 4] == ["stage", "sft"] and "--root" in argv
     effective = argv[argv.index("--params") + 1]
     assert load_params(effective).distributed.compute == "cluster"
     assert kwargs["env"]["AGENTWORLD_PARENT_RUN_ID"] == "parent-run"

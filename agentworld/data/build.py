@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agentworld.config import BuildParams
+from agentworld.config import BuildParams, CollectParams, ParamsError
 from agentworld.data.io import read_jsonl, write_jsonl
 from agentworld.data.prompts import WorldModelExample, system_prompt
 from agentworld.data.schema import Transition, group_trajectories
@@ -23,6 +23,47 @@ def is_test_episode(trajectory_id: str, test_fraction: float, seed: int) -> bool
     """Stable, order-free split: the same episode lands on the same side in every run."""
     digest = hashlib.sha256(f"{seed}:{trajectory_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 < test_fraction
+
+
+def planned_split(collect: CollectParams, build: BuildParams) -> dict[str, tuple[int, int]]:
+    """(train, held-out) episodes per selected domain that collection and build will give.
+
+    Exact before anything runs: trajectory ids depend only on (domain, collect.seed, index).
+    """
+    from agentworld.data.collect import trajectory_id_for
+
+    out = {}
+    for domain in collect.domains:
+        episodes = collect.episodes_for(domain)
+        test = sum(is_test_episode(trajectory_id_for(domain, collect.seed, i), build.test_fraction, build.seed)
+                   for i in range(episodes))
+        out[domain] = (episodes - test, test)
+    return out
+
+
+def check_split(collect: CollectParams, build: BuildParams) -> dict[str, tuple[int, int]]:
+    """Refuse settings whose build stage could not split off both a training and a held-out episode."""
+    split = planned_split(collect, build)
+    train, test = sum(t for t, _ in split.values()), sum(h for _, h in split.values())
+    if train and test:
+        return split
+    sizes = ", ".join(f"{d}: {t + h}" for d, (t, h) in split.items())
+    needed = _episodes_for_a_split(collect, build)
+    raise ParamsError(
+        f"collect.episodes_per_domain / collect.episodes ({sizes}) give {train} training and {test} held-out "
+        f"episodes at build.test_fraction {build.test_fraction:g}; the build stage needs at least one of each. "
+        f"Collect at least {needed} episodes per domain (or raise build.test_fraction).")
+
+
+def _episodes_for_a_split(collect: CollectParams, build: BuildParams) -> int:
+    from agentworld.data.collect import trajectory_id_for
+
+    for n in range(2, 100_000):
+        sides = {is_test_episode(trajectory_id_for(d, collect.seed, i), build.test_fraction, build.seed)
+                 for d in collect.domains for i in range(n)}
+        if sides == {True, False}:
+            return n
+    return 100_000
 
 
 def episode_examples(turns: list[Transition], params: BuildParams) -> list[WorldModelExample]:
@@ -92,7 +133,7 @@ def build_datasets(transitions: list[Transition], params: BuildParams, out_dir: 
         else:
             train.extend(examples)
     if not train or not test:
-        raise ValueError(
+        raise ParamsError(
             f"build: split gave {len(train)} train and {len(test)} test examples from {len(episodes)} episodes; "
             "collect more episodes (collect.episodes_per_domain) or change build.test_fraction"
         )

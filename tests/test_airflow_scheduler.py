@@ -1,0 +1,202 @@
+"""Every DAG, triggered through Airflow's REST API and run by the real scheduler and executor.
+
+One Airflow stack (API server, scheduler, DAG processor, triggerer; LocalExecutor on SQLite),
+started by `scripts/airflow_local.sh` as `make airflow` starts it, serves every test of this
+module; it gets its own AIRFLOW_HOME, project workspace (smoke params) and MLflow store, and
+every process it started is gone after the module. Tasks run in Airflow's task runner, which is
+where worker pools, trainers and engines that `dag.test()` never exercised used to fail.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from agentworld.config import load_params
+from tests.airflow_stack import AirflowStack, project_env
+from tests.conftest import SMOKE_PARAMS
+
+pytestmark = pytest.mark.slow
+
+VALIDATED = "agentworld://datasets/validated-trajectories"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> AirflowStack:
+    tmp = tmp_path_factory.mktemp("airflow-stack")
+    env = project_env(tmp)
+    airflow = AirflowStack(tmp / "airflow", env)
+    try:
+        yield airflow.start()
+    finally:
+        airflow.stop()
+    assert airflow.process is not None and airflow.process.poll() is not None
+
+
+def _succeeded(stack: AirflowStack, dag_id: str, conf: dict, timeout: float = 900) -> tuple[dict, dict[str, str]]:
+    run, states = stack.run_dag(dag_id, conf, timeout)
+    assert run["state"] == "success", f"{states}\n{stack.failure_logs(dag_id, run['dag_run_id'])}"
+    assert set(states.values()) == {"success"}, states
+    print(f"{dag_id}: run {run['state']}; tasks {json.dumps(states)}")
+    return run, states
+
+
+def _train_here(stack: AirflowStack, monkeypatch, register: bool) -> None:
+    """A trained SFT model in the stack's project (and, with `register`, in its registry)."""
+    from tests.helpers import built_and_trained
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", stack.env["MLFLOW_TRACKING_URI"])
+    monkeypatch.setenv("AGENTWORLD_ARTIFACT_ROOT", stack.env["AGENTWORLD_ARTIFACT_ROOT"])
+    monkeypatch.delenv("AGENTWORLD_PARENT_RUN_ID", raising=False)
+    built_and_trained(stack.workspace, load_params(SMOKE_PARAMS), sft_steps=2, register=register)
+
+
+def test_trigger_form_shows_params_yaml_values_and_refuses_out_of_range_values(stack):
+    stack.wait_for_dag("agentworld_pipeline")
+    params = stack.dag_details("agentworld_pipeline")["params"]
+    smoke = load_params(SMOKE_PARAMS)
+    assert params["episodes_per_domain"]["value"] == smoke.collect.episodes_per_domain
+    assert params["sft_steps"]["value"] == smoke.sft.max_steps
+    assert params["domains"]["value"] == smoke.collect.domains
+    assert params["episodes_per_domain"]["schema"]["minimum"] == 1
+    assert params["fault_rate"]["schema"]["maximum"] == 1
+    assert "EVERY selected domain" in params["episodes_per_domain"]["description"]
+    stack.unpause("agentworld_pipeline")
+    before = len(stack.runs("agentworld_pipeline"))
+    refused = stack.client.post("/dags/agentworld_pipeline/dagRuns",
+                                json={"logical_date": None, "conf": {"episodes_per_domain": 0}})
+    assert refused.status_code == 400 and "episodes_per_domain" in refused.text
+    refused = stack.client.post("/dags/agentworld_pipeline/dagRuns",
+                                json={"logical_date": None, "conf": {"fault_rate": 1.5}})
+    assert refused.status_code == 400 and "fault_rate" in refused.text
+    assert len(stack.runs("agentworld_pipeline")) == before
+    stack.unpause("agentworld_pipeline")
+
+
+def test_unworkable_settings_are_refused_once_by_the_first_task(stack):
+    run, states = stack.run_dag("collect_and_validate", {"episodes_per_domain": 1}, timeout=300)
+    assert run["state"] == "failed"
+    tries = {ti["task_id"]: ti["try_number"] for ti in stack.task_instances("collect_and_validate", run["dag_run_id"])}
+    assert states["start"] == "failed" and tries["start"] == 1  # a settings error is not retried
+    assert states["collect"] == "upstream_failed" and states["plan"] == "upstream_failed"
+    log = stack.task_log("collect_and_validate", run["dag_run_id"], "start")
+    assert "0 held-out episodes" in log and "Collect at least" in log
+
+
+def test_collect_and_validate_every_domain_then_world_model_training_runs_from_its_asset(stack):
+    from agentworld.envs.registry import list_envs
+
+    domains = [env.name for env in list_envs() if env.available]
+    assert {"terminal", "mcp"} <= set(domains)
+    stack.wait_for_dag("world_model_training")
+    stack.unpause("world_model_training")
+    before = {r["dag_run_id"] for r in stack.runs("world_model_training")}
+    # 10 episodes per domain are two shards: each domain's collection runs its process pool.
+    run, states = _succeeded(stack, "collect_and_validate",
+                             {"domains": domains + ["android"], "episodes_per_domain": 10, "max_steps": 4}, timeout=1500)
+    assert sorted(k for k in states if k.startswith("collect[")) == [f"collect[{i}]" for i in range(len(domains))]
+    run_dir = stack.run_dir(run["dag_run_id"])
+    for domain in domains:
+        assert json.loads((run_dir / "reports" / "collect" / f"{domain}.json").read_text())["episodes"] == 10
+    events = {e["uri"]: e for e in stack.asset_events() if e["source_run_id"] == run["dag_run_id"]}
+    assert events[VALIDATED]["extra"]["run_id"] == run["dag_run_id"]
+    assert sorted(events[VALIDATED]["extra"]["domains"]) == sorted(domains)
+    for domain in domains:
+        assert events[f"agentworld://datasets/validated/{domain}"]["extra"]["clean_rows"] > 0
+
+    # The Asset event schedules world_model_training on exactly what the run published.
+    training = _wait_for_new_run(stack, "world_model_training", before)
+    assert training["run_type"] == "asset_triggered"
+    finished = stack.wait_for_run("world_model_training", training["dag_run_id"], timeout=1500)
+    states = stack.task_states("world_model_training", training["dag_run_id"])
+    assert finished["state"] == "success", f"{states}\n{stack.failure_logs('world_model_training', finished['dag_run_id'])}"
+    assert set(states) == {"prepare", "start", "corpora", "build", "cpt", "gate_cpt", "sft", "gate_sft", "rl",
+                           "gate_rl", "evaluate", "promote"} and set(states.values()) == {"success"}
+    print(f"world_model_training (asset-triggered): run {finished['state']}; tasks {json.dumps(states)}")
+    trained_on = yaml.safe_load((stack.run_dir(training["dag_run_id"]) / "params.yaml").read_text())
+    assert sorted(trained_on["collect"]["domains"]) == sorted(domains)
+    metrics = json.loads((stack.run_dir(training["dag_run_id"]) / "reports" / "eval_metrics.json").read_text())
+    evaluated = set(metrics["world_model"]) - {"all"}
+    assert evaluated and evaluated <= set(domains)
+
+
+def _wait_for_new_run(stack: AirflowStack, dag_id: str, before: set[str], timeout: float = 120) -> dict:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = [r for r in stack.runs(dag_id) if r["dag_run_id"] not in before]
+        if new:
+            return new[0]
+        time.sleep(2)
+    raise TimeoutError(f"no new {dag_id} run within {timeout:.0f} s")
+
+
+def test_agentworld_pipeline_runs_end_to_end(stack):
+    conf = {"episodes_per_domain": 16, "sft_steps": 8, "eval_examples": 4}
+    run, states = _succeeded(stack, "agentworld_pipeline", conf)
+    assert set(states) == {"start", "collect", "validate", "corpora", "build", "cpt", "sft", "rl", "evaluate",
+                           "promote"}
+    run_dir = stack.run_dir(run["dag_run_id"])
+    assert json.loads((run_dir / "reports" / "eval_metrics.json").read_text())["examples"] == 4
+    assert json.loads((run_dir / "reports" / "train" / "sft.json").read_text())["global_step"] == 8
+    assert json.loads((run_dir / "reports" / "collect" / "terminal.json").read_text())["episodes"] == 16
+
+
+def test_nightly_retrain_runs_and_records_its_promotion_decision(stack):
+    from mlflow import MlflowClient
+
+    conf = {"domains": ["terminal", "mcp"], "episodes_per_domain": 12, "cpt_steps": 4, "sft_steps": 4,
+            "rl_steps": 1, "eval_examples": 6}
+    run, states = _succeeded(stack, "nightly_retrain", conf)
+    assert {"collect[0]", "collect[1]", "validate[0]", "validate[1]", "gate_rl", "promote"} <= set(states)
+    promotion = json.loads((stack.run_dir(run["dag_run_id"]) / "reports" / "promotion.json").read_text())
+    client = MlflowClient(tracking_uri=stack.env["MLFLOW_TRACKING_URI"])
+    version = client.get_model_version("agentworld-world-model", str(promotion["challenger_version"]))
+    assert version.tags["promotion"] == ("promoted" if promotion["promoted"] else "refused")
+    assert version.tags["promotion_reason"]
+    if promotion["promoted"]:
+        champion = client.get_model_version_by_alias("agentworld-world-model", "champion")
+        assert int(champion.version) == promotion["challenger_version"]
+
+
+def test_synthetic_trajectories_applies_the_trigger_form_controls(stack, monkeypatch):
+    from agentworld.data.io import read_jsonl
+
+    _train_here(stack, monkeypatch, register=False)
+    conf = {"synth_stage": "sft", "synth_episodes": 3, "faults": ["timeouts"], "fault_rate": 0.5}
+    run, _ = _succeeded(stack, "synthetic_trajectories", conf)
+    rows = list(read_jsonl(stack.run_dir(run["dag_run_id"]) / "data" / "synthetic" / "terminal.jsonl"))
+    assert len({r["trajectory_id"] for r in rows}) == 3
+    assert all(r["source"] == "synthetic" and r["info"]["control"]["faults"] == ["timeouts"]
+               and r["info"]["control"]["fault_rate"] == 0.5 for r in rows)
+
+
+def test_agent_rl_trains_in_the_simulator_and_evaluates_on_the_real_terminal(stack, monkeypatch):
+    from mlflow import MlflowClient
+
+    _train_here(stack, monkeypatch, register=True)
+    client = MlflowClient(tracking_uri=stack.env["MLFLOW_TRACKING_URI"])
+    latest = max(int(v.version) for v in client.search_model_versions("name='agentworld-world-model'"))
+    conf = {"agent_world_model": f"models:/agentworld-world-model/{latest}", "agent_rl_budget_s": 5, "agent_seed": 3}
+    run, states = _succeeded(stack, "agent_rl", conf)
+    assert set(states) == {"start", "train_in_simulator", "evaluate_on_real"}
+    run_dir = stack.run_dir(run["dag_run_id"])
+    trained = json.loads((run_dir / "agent" / "train.json").read_text())
+    assert trained["rl_episodes"] > 0 and trained["real_steps_training"] == trained["real_steps_demos"]
+    episodes = [json.loads(line) for line in (run_dir / "agent" / "real_episodes.jsonl").read_text().splitlines()]
+    assert episodes and not any(e["simulated"] for e in episodes)
+    agent = max(client.search_model_versions("name='agentworld-agent'"), key=lambda v: int(v.version))
+    assert agent.tags["world_model_version"] == str(latest) and agent.tags["rl_env"] == "sim"
+    agent_run = client.get_run(agent.tags["run_id"])
+    assert agent_run.data.tags["seed"] == "3" and agent_run.data.tags["airflow_run_id"] == run["dag_run_id"]
+
+
+def test_every_dag_in_the_folder_has_a_real_scheduler_test(stack):
+    """A DAG added later must get its test here too."""
+    tested = {"collect_and_validate", "world_model_training", "agentworld_pipeline", "nightly_retrain",
+              "synthetic_trajectories", "agent_rl"}
+    dags = {d["dag_id"] for d in stack.client.get("/dags", params={"limit": 100}).json()["dags"]}
+    assert dags == tested
