@@ -215,13 +215,17 @@ class StageGate(_Section):
     """Held-out floor a stage must meet before the next stage runs (null = no floor on that metric)."""
 
     max_eval_loss: float | None = Field(None, gt=0)
+    #: Floor on held-out token F1 of the predicted against the real observation (rl): a metric
+    #: GRPO does not optimise, so a policy that games the reward cannot pass by gaming it.
+    min_eval_token_f1: float | None = Field(None, ge=0, le=1)
+    #: Optional floor on the held-out hybrid reward itself (the quantity GRPO maximises).
     min_eval_reward: float | None = Field(None, ge=0, le=1)
 
 
 class GateParams(_Section):
     cpt: StageGate = Field(default_factory=lambda: StageGate(max_eval_loss=7.0))
     sft: StageGate = Field(default_factory=lambda: StageGate(max_eval_loss=5.0))
-    rl: StageGate = Field(default_factory=lambda: StageGate(min_eval_reward=0.05))
+    rl: StageGate = Field(default_factory=lambda: StageGate(min_eval_token_f1=0.05))
 
 
 class EvaluateParams(_Section):
@@ -267,6 +271,10 @@ class PromoteParams(_Section):
     margin: float = Field(0.0, ge=0.0)
     #: Per-domain minimums (metric -> floor) the challenger must hold in every domain.
     floors: dict[Literal["judge_overall", "token_f1", "exact_match"], float] = Field(default_factory=dict)
+    #: Baselines the challenger must beat on primary_metric over all domains, on the same records
+    #: (each must be in evaluate.baselines): a world model worse than a lookup table is never champion.
+    beat_baselines: list[Literal["retrieval", "copy_previous", "untrained"]] = Field(
+        default_factory=lambda: ["retrieval", "copy_previous", "untrained"])
 
 
 class ControlParams(_Section):

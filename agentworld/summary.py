@@ -77,7 +77,7 @@ def render_summary(summary: dict[str, Any]) -> str:
         lines.append(f"rows validated        : {validate['clean']} clean, {validate['rejected']} quarantined "
                      f"({validate['rejected_share']:.1%})")
     for stage, t in train.items():
-        held_out = ", ".join(f"{k} {v:.3f}" for k, v in (t.get("eval_metrics") or {}).items() if k in ("eval_loss", "eval_reward"))
+        held_out = ", ".join(f"{k} {v:.3f}" for k, v in (t.get("eval_metrics") or {}).items() if k in ("eval_loss", "eval_token_f1", "eval_reward"))
         lines.append(f"{stage:4s} model registered : {t.get('registered_model')} version {t.get('registered_version')} "
                      f"({t['model_parameters']:,} parameters, {t['global_step']} steps, {t['wall_s']} s; held-out {held_out})")
     if evaluate:

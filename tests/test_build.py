@@ -8,7 +8,8 @@ from agentworld.data.io import read_jsonl
 from agentworld.data.prompts import OBSERVATION_MARKER, parse_observation
 from tests.helpers import make_transitions
 
-AWB_FIELDS = {"task", "id", "prompt", "response", "current_prompt", "system_str", "turn_idx", "total_turns"}
+AWB_FIELDS = {"task", "id", "prompt", "response", "current_prompt", "system_str", "turn_idx", "total_turns",
+              "episode_id", "transition_id"}
 
 
 def test_split_by_episode_and_layouts(tmp_path):
@@ -35,9 +36,9 @@ def test_split_by_episode_and_layouts(tmp_path):
     for record in bench:
         assert set(record) == AWB_FIELDS
         assert record["task"] == "terminal"
-        assert len(record["prompt"]) == len(record["response"]) == record["turn_idx"] + 1
-        assert record["current_prompt"] == record["prompt"][-1]
-        assert record["total_turns"] == 4
+        assert len(record["prompt"]) == len(record["response"]) == record["total_turns"] == 4
+        assert 1 <= record["turn_idx"] <= 4 and isinstance(record["id"], int)
+        assert record["current_prompt"] == record["prompt"][record["turn_idx"] - 1]
 
 
 def test_split_is_stable_across_runs(tmp_path):

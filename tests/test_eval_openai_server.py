@@ -113,7 +113,7 @@ def test_eval_run_scores_a_model_served_by_vllm(vllm_server, trained_workspace, 
     # the server's generations came back through the chat API and were parsed like our own
     assert sum(bool(r["generation"].strip()) for r in rows) >= 10
     # greedy decoding of the same chat through vLLM and through transformers agrees
-    records = {r.id: r for r in read_bench(out / "data")}
+    records = {r.key: r for r in read_bench(out / "data")}
     local = TransformersBackend(trained_workspace.stage_model("sft"), load_params().evaluate.max_new_tokens, 12, 512)
     expected = local.generate([records[r["id"]].to_example() for r in rows])
     assert sum(r["generation"] == e for r, e in zip(rows, expected)) >= 9, (rows[0]["generation"], expected[0])

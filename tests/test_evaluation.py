@@ -60,24 +60,28 @@ def test_inference_resumes_after_a_crash_mid_file(bench_workspace, tmp_path):
     written = out.read_text().splitlines()
     assert len(written) == 8
     with out.open("a") as fh:  # the crash also cut a line in half
-        fh.write('{"id": "' + records[8].id + '", "predic')
+        fh.write('{"id": "' + records[8].key + '", "predic')
     second = Crashing()
     rows = infer("world_model", second, records, out, batch_size=4, progress=False)
-    assert second.prompts == [r.id for r in records[8:]]  # nothing finished is generated again
-    assert [r["id"] for r in rows] == [r.id for r in records]
+    assert second.prompts == [r.key for r in records[8:]]  # nothing finished is generated again
+    assert [r["id"] for r in rows] == [r.key for r in records]
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted(row["id"] for row in lines) == sorted(r.id for r in records)  # each once, file valid JSONL
+    assert sorted(row["id"] for row in lines) == sorted(r.key for r in records)  # each once, file valid JSONL
     fresh = infer("world_model", Crashing(), records, tmp_path / "fresh.jsonl", batch_size=4, progress=False)
     assert rows == fresh
 
 
-def summary_with(scores: dict[str, float], md5: str = "same") -> dict:
-    table = {domain: {"judge_overall": v, "token_f1": v / 100, "exact_match": 0.0} for domain, v in scores.items()}
-    return {"systems": {"world_model": table}, "data": {"md5": md5}}
+def summary_with(scores: dict[str, float], md5: str = "same", baselines: dict[str, float] | None = None) -> dict:
+    def table(values: dict[str, float]) -> dict:
+        return {domain: {"judge_overall": v, "token_f1": v / 100, "exact_match": 0.0} for domain, v in values.items()}
+
+    systems = {"world_model": table(scores), **{name: table({"all": v}) for name, v in (baselines or {}).items()}}
+    return {"systems": systems, "data": {"md5": md5}}
 
 
 def test_promotion_rule_both_ways(smoke_params):
-    rule = smoke_params.promote.model_copy(update={"margin": 2.0, "floors": {"judge_overall": 30.0}})
+    rule = smoke_params.promote.model_copy(update={"margin": 2.0, "floors": {"judge_overall": 30.0},
+                                                   "beat_baselines": []})
     champion = summary_with({"terminal": 50.0, "os": 40.0, "all": 45.0})
     better = decide(summary_with({"terminal": 55.0, "os": 41.0, "all": 48.0}), champion, rule)
     assert better.promote and better.champion_score == 45.0 and "+ margin 2.0" in better.reason
@@ -91,11 +95,34 @@ def test_promotion_rule_both_ways(smoke_params):
         decide(summary_with({"all": 50.0}, md5="other"), champion, rule)
 
 
+def test_promotion_refuses_a_model_a_baseline_beats(smoke_params):
+    """Without a champion, and against one it beats, a challenger below a floor baseline is refused,
+    and the reason names the baseline; a required baseline that was not evaluated is an error."""
+    rule = smoke_params.promote
+    assert rule.beat_baselines == ["retrieval", "copy_previous", "untrained"]
+    floors = {"retrieval": 52.0, "copy_previous": 40.0, "untrained": 10.0}
+    below = decide(summary_with({"terminal": 50.0, "all": 50.0}, baselines=floors), None, rule)
+    assert not below.promote and below.reason == "does not beat the baselines: judge_overall 50.0000 <= baseline retrieval 52.0000"
+    weak_champion = summary_with({"all": 30.0}, baselines=floors)
+    assert not decide(summary_with({"all": 50.0}, baselines=floors), weak_champion, rule).promote
+    tie = decide(summary_with({"all": 52.0}, baselines=floors), None, rule)
+    assert not tie.promote and "baseline retrieval" in tie.reason
+    above = decide(summary_with({"all": 53.0}, baselines=floors), weak_champion, rule)
+    assert above.promote and above.reason.endswith("+ margin 0.0, beats retrieval, copy_previous, untrained")
+    first = decide(summary_with({"all": 53.0}, baselines=floors), None, rule)
+    assert first.promote and first.reason.endswith("beats retrieval, copy_previous, untrained")
+    with pytest.raises(ValueError, match="promote.beat_baselines needs untrained"):
+        decide(summary_with({"all": 53.0}, baselines={"retrieval": 1.0, "copy_previous": 1.0}), None, rule)
+
+
 def _train_and_evaluate(params, root, steps: int) -> str:
     staged = params.model_copy(update={
         "sft": params.sft.model_copy(update={"init": "scratch", "max_steps": steps, "save_steps": 1000}),
         "evaluate": params.evaluate.model_copy(update={"stage": "sft", "baselines": ["copy_previous"],
                                                        "rollout_episodes": 2, "rollout_horizon": 2}),
+        # the champion chain alone: barely trained models never beat copy-previous
+        # (test_promotion_refuses_a_model_a_baseline_beats covers that rule)
+        "promote": params.promote.model_copy(update={"beat_baselines": []}),
     })
     version = tasks.sft.run(staged, root)["registered_version"]
     metrics = tasks.evaluate.run(staged, root)

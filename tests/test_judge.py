@@ -109,7 +109,7 @@ def test_local_judge_is_deterministic(base, faithful, wrong):
 def test_missing_marker_gets_low_format():
     inp = JudgeInput(domain="terminal", generation="hello", reference="hello", action="echo hello")
     scores = LocalJudge().score([inp])[0]
-    assert scores.format <= 2 and scores.factuality == 5 and scores.quality == 5
+    assert scores.format <= 2 and scores.factuality is None and scores.quality == 5
     unclosed = LocalJudge().score([_with(inp, "<think>hmm\n" + assistant_turn("hello"))])[0]
     assert unclosed.format == 3
     # marker missing and the domain's shape broken: the lowest format
@@ -213,11 +213,14 @@ def test_parse_judge_response(text, expected):
     assert tuple(scores.as_dict().values()) == expected
 
 
-def test_parse_judge_response_names_the_missing_field():
-    with pytest.raises(JudgeParseError, match="'consistency'"):
-        parse_judge_response('{"format": 5, "factuality": 4, "realism": 2, "quality": 1}')
-    with pytest.raises(JudgeParseError, match="'quality' is not a number"):
-        parse_judge_response('{"format": 5, "factuality": 4, "consistency": 3, "realism": 2, "quality": "great"}')
+def test_parse_judge_response_leaves_out_what_does_not_parse():
+    """As the official scorer: a dimension missing, "n/a" or not a number is not applicable and
+    left out of the mean; an answer where no dimension parses is an error."""
+    partial = parse_judge_response('{"format": 5, "factuality": "n/a", "realism": 2, "quality": "great"}')
+    assert partial.as_dict() == {"format": 5, "factuality": None, "consistency": None, "realism": 2, "quality": None}
+    assert partial.overall == 62.5 and partial.applicable() == {"format": 100.0, "realism": 25.0}
+    with pytest.raises(JudgeParseError, match="no score field that parses"):
+        parse_judge_response('{"format": "n/a", "verdict": "fine"}')
     with pytest.raises(JudgeParseError, match="no JSON object"):
         parse_judge_response("I would give it a five.")
 
@@ -303,9 +306,9 @@ def test_openai_judge_stub_server():
 
 def test_openai_judge_stub_server_reports_unparseable_answers():
     pytest.importorskip("openai", reason="OpenAIJudge needs the openai package")
-    with _StubChatServer([(200, '{"format": 5, "factuality": 5}')]) as stub:
+    with _StubChatServer([(200, '{"verdict": "looks right"}')]) as stub:
         judge = OpenAIJudge(model="m", base_url=stub.base_url, max_retries=0, parse_retries=1)
-        with pytest.raises(JudgeParseError, match="'consistency'"):
+        with pytest.raises(JudgeParseError, match="no score field that parses"):
             judge.score([CASES[0].values[0]])
     assert len(stub.requests) == 2
 

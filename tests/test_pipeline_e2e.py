@@ -88,5 +88,12 @@ def test_mlflow_groups_stage_runs_and_registers_version(pipeline_copy):
     assert [versions[v].tags["parent_version"] for v in ("1", "2", "3")] == ["none", "1", "2"]
     assert all(v.tags["domain"] == "terminal" for v in versions.values())
     assert "eval.exact_match" in versions["3"].tags and "eval.judge_overall" in versions["3"].tags
-    assert versions["3"].tags["promotion"] == "promoted" and "champion" in versions["3"].aliases
+    # champion only if it beats every baseline on the same records (promote.beat_baselines)
+    systems = json.loads((root / "reports" / "eval" / "summary.json").read_text())["systems"]
+    beats = all(systems["world_model"]["all"]["judge_overall"] > systems[b]["all"]["judge_overall"]
+                for b in ("retrieval", "copy_previous", "untrained"))
+    assert versions["3"].tags["promotion"] == ("promoted" if beats else "refused"), versions["3"].tags["promotion_reason"]
+    assert ("champion" in versions["3"].aliases) == beats
+    if not beats:
+        assert "does not beat the baselines" in versions["3"].tags["promotion_reason"]
     assert "world_model.all.exact_match" in parents[-1].data.metrics

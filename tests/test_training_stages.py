@@ -72,6 +72,8 @@ def test_stages_chain_and_register_three_versions_with_lineage(workspace, params
     assert math.isfinite(cpt["eval_metrics"]["eval_loss"]) and cpt["eval_metrics"]["eval_perplexity"] > 1
     assert math.isfinite(sft["eval_metrics"]["eval_loss"])
     assert 0.0 <= rl["eval_metrics"]["eval_reward"] <= 1.0
+    assert 0.0 <= rl["eval_metrics"]["eval_token_f1"] <= 1.0
+    assert 0.0 <= rl["eval_metrics"]["eval_exact_match"] <= 1.0
     for component in ("exact_match", "structure", "format", "facts", "rubric"):
         assert f"eval_reward_{component}" in rl["eval_metrics"]
     run = client.get_run(rl["run_id"])
@@ -129,14 +131,18 @@ def test_transition_stream_and_mix_shares():
 
 
 def test_gates_pass_and_refuse_with_the_reason():
-    gates = GateParams(cpt=StageGate(max_eval_loss=5.0), sft=StageGate(max_eval_loss=3.0), rl=StageGate(min_eval_reward=0.2))
+    gates = GateParams(cpt=StageGate(max_eval_loss=5.0), sft=StageGate(max_eval_loss=3.0), rl=StageGate(min_eval_token_f1=0.2))
     assert check_gate("cpt", {"eval_metrics": {"eval_loss": 4.2}}, gates).passed
     refused = check_gate("sft", {"eval_metrics": {"eval_loss": 3.5}}, gates)
     assert not refused.passed and "above gate.sft.max_eval_loss 3.0" in refused.reason
     assert "not finite" in check_gate("cpt", {"eval_metrics": {"eval_loss": float("nan")}}, gates).reason
     assert "missing" in check_gate("rl", {"eval_metrics": {}}, gates).reason
-    with pytest.raises(GateFailed, match="below gate.rl.min_eval_reward 0.2"):
-        enforce_gate("rl", {"eval_metrics": {"eval_reward": 0.1}}, gates)
+    # The RL gate reads held-out token F1, not the reward RL maximised: a high reward with
+    # observations unlike the real ones is refused, and the reward alone is no longer enough.
+    with pytest.raises(GateFailed, match="below gate.rl.min_eval_token_f1 0.2"):
+        enforce_gate("rl", {"eval_metrics": {"eval_reward": 0.95, "eval_token_f1": 0.1}}, gates)
+    assert "eval_token_f1 missing" in check_gate("rl", {"eval_metrics": {"eval_reward": 0.95}}, gates).reason
+    assert check_gate("rl", {"eval_metrics": {"eval_reward": 0.0, "eval_token_f1": 0.3}}, gates).passed
 
 
 @pytest.mark.slow

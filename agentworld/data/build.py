@@ -89,14 +89,15 @@ def episode_examples(turns: list[Transition], params: BuildParams) -> list[World
 
 
 def agentworldbench_records(turns: list[Transition], params: BuildParams) -> Iterable[BenchRecord]:
-    """The public AgentWorldBench layout, one record per turn of a held-out episode."""
+    """The public AgentWorldBench layout: one record per turn of a held-out episode, each holding
+    the whole episode, its turn 1-indexed, our transition id kept as `transition_id`."""
     cap = params.max_observation_chars
     system = system_prompt(turns[0].domain, turns[0].instruction)
     actions = [t.action for t in turns]
     observations = [t.observation[:cap] for t in turns]
     for i, row in enumerate(turns):
-        yield BenchRecord(task=row.domain, id=row.id, prompt=actions[: i + 1], response=observations[: i + 1],
-                          current_prompt=row.action, system_str=system, turn_idx=i, total_turns=len(turns))
+        yield BenchRecord.from_episode(row.domain, row.trajectory_id, system, actions, observations, i + 1,
+                                       transition_id=row.id)
 
 
 def example_record(example: WorldModelExample) -> dict[str, Any]:

@@ -84,11 +84,19 @@ def assistant_turn(observation: str, reasoning: str | None = None) -> str:
     return f"{think}{OBSERVATION_MARKER}\n{observation}"
 
 
+#: The answer tag of the official AgentWorldBench models (`<predicted_observation>...</...>`).
+ANSWER_TAG = "predicted_observation"
+
+
 def parse_observation(generation: str) -> tuple[str, bool]:
-    """Observation text of a generation, and whether it followed the format."""
+    """Observation text of a generation, and whether it followed the format (our marker, or the
+    official models' last `<predicted_observation>` block, as the official scorer parses it)."""
     text = generation
     if "</think>" in text:
         text = text.split("</think>", 1)[1]
+    if f"<{ANSWER_TAG}>" in text:
+        text = text.rsplit(f"<{ANSWER_TAG}>", 1)[1].split(f"</{ANSWER_TAG}>", 1)[0]
+        return text.replace(OBSERVATION_MARKER, "").strip("\n"), True
     if OBSERVATION_MARKER not in text:
         return text.strip("\n"), False
     return text.split(OBSERVATION_MARKER, 1)[1].lstrip("\n").rstrip("\n"), True

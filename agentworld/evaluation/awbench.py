@@ -1,21 +1,27 @@
-"""The public AgentWorldBench layout: one `<domain>_test.jsonl` per domain, one record per turn.
+"""The public AgentWorldBench layout, read and written exactly as the official benchmark does.
 
-A record carries the whole episode up to its turn: `prompt` is the list of the agent's actions
-(turn prompts), `response` the list of real observations, the last of each being the current
-turn (`current_prompt`, and the reference the world model is scored against). Our own held-out
-split is exported in this layout by the build stage, and any directory of such files (ours,
-or one a user downloaded) can be evaluated.
+One `<domain>_test.jsonl` per domain, one record per evaluated turn. A record carries the whole
+trajectory: `prompt` holds every turn's action prompt and `response` every real observation
+(each starting with `**Environment Observation:**`); `turn_idx` is the 1-indexed turn being
+evaluated, so the current action is `prompt[turn_idx - 1]` and the ground truth is
+`response[turn_idx - 1]` with the marker cleaned off. `id` is an integer in the official files.
+The model sees what the official inference sends: `system_str`, then user/assistant pairs of
+the earlier turns, then the current prompt.
+
+Our build stage exports the held-out split in this layout; the fields it adds (`episode_id`,
+`transition_id`) are ignored by official readers, and files without them read just as well.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentworld.data.prompts import WorldModelExample
+from agentworld.data.prompts import OBSERVATION_MARKER, WorldModelExample
 
 FILE_SUFFIX = "_test.jsonl"
 TASK_MARKER = "The agent's task: "
@@ -25,62 +31,116 @@ class BenchFormatError(ValueError):
     """A file that is not in the AgentWorldBench layout; the message names file, line and field."""
 
 
-class BenchRecord(BaseModel):
-    """One turn of a held-out episode, in the public field names."""
+def clean_response_marker(text: str) -> str:
+    """The ground truth as the official scorer reads it: marker removed, surrounding whitespace stripped."""
+    if text.startswith(OBSERVATION_MARKER):
+        return text[len(OBSERVATION_MARKER):].strip()
+    return text.replace(OBSERVATION_MARKER, "").strip()
 
-    model_config = ConfigDict(extra="ignore")
+
+def observation_text(response: str) -> str:
+    """An earlier turn's observation for the model's history: the marker and its line break
+    removed, the rest kept byte for byte (the model re-adds the marker when it sees it)."""
+    if response.startswith(OBSERVATION_MARKER):
+        rest = response[len(OBSERVATION_MARKER):]
+        return rest[1:] if rest.startswith("\n") else rest.lstrip(" ")
+    return response
+
+
+def response_text(observation: str) -> str:
+    """An observation as the official files hold it."""
+    return f"{OBSERVATION_MARKER}\n{observation}"
+
+
+def numeric_id(name: str) -> int:
+    """A stable 15-digit integer id for one of our string ids (the official files use integers)."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:6], "big") % 10**15
+
+
+class BenchRecord(BaseModel):
+    """One evaluated turn of a trajectory, in the public field names (extra fields are kept)."""
+
+    model_config = ConfigDict(extra="allow")
 
     task: str = Field(min_length=1)
-    id: str = Field(min_length=1)
+    id: int | str
     prompt: list[str] = Field(min_length=1)
     response: list[str] = Field(min_length=1)
-    current_prompt: str
-    system_str: str
-    turn_idx: int = Field(ge=0)
+    current_prompt: str = ""
+    system_str: str = ""
+    turn_idx: int = Field(ge=1)
     total_turns: int = Field(ge=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchRecord:
-        if len(self.prompt) != len(self.response):
-            raise ValueError(f"prompt has {len(self.prompt)} turns but response has {len(self.response)}; "
-                             "each action needs its observation (the last pair is the current turn)")
-        if self.prompt[-1] != self.current_prompt:
-            raise ValueError("current_prompt differs from the last entry of prompt")
-        if self.turn_idx >= self.total_turns:
-            raise ValueError(f"turn_idx {self.turn_idx} is not below total_turns {self.total_turns}")
+        if self.turn_idx > len(self.prompt):
+            raise ValueError(f"turn_idx {self.turn_idx} (1-indexed) is past the {len(self.prompt)} entries of prompt")
+        if self.turn_idx > len(self.response):
+            raise ValueError(f"turn_idx {self.turn_idx} (1-indexed) is past the {len(self.response)} entries of "
+                             "response; each action needs its observation")
+        if self.turn_idx > self.total_turns:
+            raise ValueError(f"turn_idx {self.turn_idx} is above total_turns {self.total_turns}")
+        if not self.current_prompt:
+            self.current_prompt = self.prompt[self.turn_idx - 1]
         return self
 
     @property
     def domain(self) -> str:
-        return self.task
+        """The domain name (`task` may be a path such as `agentworld/mcp`, as the official scorer allows)."""
+        return self.task.rsplit("/", 1)[-1]
+
+    @property
+    def turn(self) -> int:
+        """0-based index of the current turn in `prompt` and `response`."""
+        return self.turn_idx - 1
+
+    @property
+    def key(self) -> str:
+        """Unique over a benchmark directory: prediction and judged files are keyed by it."""
+        return f"{self.domain}:{self.id}:{self.turn_idx}"
+
+    @property
+    def episode(self) -> str:
+        """What the records of one trajectory share: our `episode_id`, else the trajectory's start."""
+        extra = self.model_extra or {}
+        if extra.get("episode_id"):
+            return f"{self.domain}:{extra['episode_id']}"
+        start = json.dumps([self.domain, self.system_str, self.prompt[0], self.response[0]])
+        return hashlib.sha256(start.encode()).hexdigest()[:16]
+
+    @property
+    def observations(self) -> list[str]:
+        """Every turn's observation without the marker."""
+        return [observation_text(r) for r in self.response]
+
+    @property
+    def history(self) -> list[tuple[str, str]]:
+        """(action prompt, observation) of every turn before the current one."""
+        return list(zip(self.prompt[: self.turn], self.observations[: self.turn]))
 
     @property
     def reference(self) -> str:
-        """The real observation of the current turn."""
-        return self.response[-1]
+        """The real observation of the current turn, cleaned as the official scorer cleans it."""
+        return clean_response_marker(self.response[self.turn])
 
     @property
     def instruction(self) -> str:
         return self.system_str.split(TASK_MARKER, 1)[1] if TASK_MARKER in self.system_str else ""
 
     def to_example(self) -> WorldModelExample:
-        """The world-model example of the current turn, with every earlier turn as history."""
-        return WorldModelExample(
-            id=self.id,
-            domain=self.task,
-            system=self.system_str,
-            history=list(zip(self.prompt[:-1], self.response[:-1])),
-            action=self.current_prompt,
-            observation=self.response[-1],
-        )
+        """The world-model example of the current turn: the official inference's messages."""
+        return WorldModelExample(id=self.key, domain=self.domain, system=self.system_str, history=self.history,
+                                 action=self.prompt[self.turn], observation=self.observations[self.turn])
 
     @classmethod
     def from_episode(cls, domain: str, episode_id: str, system: str, actions: Sequence[str],
-                     observations: Sequence[str], turn: int) -> BenchRecord:
-        """The record of turn `turn` of an episode (its id is `<episode_id>:<turn>`)."""
-        return cls(task=domain, id=f"{episode_id}:{turn:03d}", prompt=list(actions[: turn + 1]),
-                   response=list(observations[: turn + 1]), current_prompt=actions[turn], system_str=system,
-                   turn_idx=turn, total_turns=len(actions))
+                     observations: Sequence[str], turn_idx: int, transition_id: str | None = None) -> BenchRecord:
+        """The record of turn `turn_idx` (1-indexed) of an episode, with the whole episode in its lists."""
+        transition_id = transition_id or f"{episode_id}:{turn_idx - 1:03d}"
+        return cls(task=domain, id=numeric_id(transition_id), prompt=list(actions),
+                   response=[response_text(o) for o in observations], current_prompt=actions[turn_idx - 1],
+                   system_str=system, turn_idx=turn_idx, total_turns=len(actions),
+                   episode_id=episode_id, transition_id=transition_id)
 
 
 def bench_files(path: Path) -> list[Path]:
@@ -114,14 +174,16 @@ def read_bench_file(path: Path) -> list[BenchRecord]:
 
 
 def read_bench(path: Path) -> list[BenchRecord]:
-    """Every record of a directory in the AgentWorldBench layout, file by file; ids must be unique."""
+    """Every record of a directory in the AgentWorldBench layout, file by file; (task, id, turn_idx)
+    must be unique, since predictions are keyed by it."""
     records: list[BenchRecord] = []
     seen: dict[str, Path] = {}
     for file in bench_files(path):
         for record in read_bench_file(file):
-            if record.id in seen:
-                raise BenchFormatError(f"{file}: id {record.id!r} also in {seen[record.id]}; ids must be unique")
-            seen[record.id] = file
+            if record.key in seen:
+                raise BenchFormatError(f"{file}: id {record.id!r} at turn_idx {record.turn_idx} also in "
+                                       f"{seen[record.key]}; each (task, id, turn_idx) must be unique")
+            seen[record.key] = file
             records.append(record)
     return records
 
@@ -141,5 +203,11 @@ def write_bench(records: Iterable[BenchRecord], out_dir: Path) -> dict[str, int]
 
 
 def final_records(records: Iterable[BenchRecord], min_turns: int = 2) -> list[BenchRecord]:
-    """The last record of each episode: it holds the episode's every action and observation."""
-    return [r for r in records if r.turn_idx == r.total_turns - 1 and len(r.prompt) >= min_turns]
+    """One record per episode, the one whose lists hold the most turns (in the official layout
+    every record holds the whole trajectory), for episodes of at least `min_turns` turns."""
+    best: dict[str, BenchRecord] = {}
+    for record in records:
+        held = best.get(record.episode)
+        if held is None or (len(record.prompt), record.turn_idx) > (len(held.prompt), held.turn_idx):
+            best[record.episode] = record
+    return [r for r in best.values() if min(len(r.prompt), len(r.response)) >= min_turns]

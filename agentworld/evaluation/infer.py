@@ -58,7 +58,7 @@ def append_durably(fh: Any, rows: list[dict[str, Any]], done: dict[str, dict[str
 
 def prediction_row(record: BenchRecord, generation: str) -> dict[str, Any]:
     prediction, well_formed = parse_observation(generation)
-    return {"id": record.id, "task": record.task, "turn_idx": record.turn_idx, "generation": generation,
+    return {"id": record.key, "task": record.domain, "turn_idx": record.turn_idx, "generation": generation,
             "prediction": prediction, "well_formed": well_formed}
 
 
@@ -68,7 +68,7 @@ def infer(system: str, generate: Generate, records: Sequence[BenchRecord], out_f
     out_file.parent.mkdir(parents=True, exist_ok=True)
     done = read_done(out_file)
     rewrite_clean(out_file, done)
-    todo = [r for r in records if r.id not in done]
+    todo = [r for r in records if r.key not in done]
     with out_file.open("a", encoding="utf-8") as fh, tqdm(
         total=len(records), initial=len(records) - len(todo), desc=f"infer {system}", unit="rec", disable=not progress
     ) as bar:
@@ -79,4 +79,4 @@ def infer(system: str, generate: Generate, records: Sequence[BenchRecord], out_f
                 raise RuntimeError(f"{system}: backend returned {len(generations)} generations for {len(batch)} prompts")
             append_durably(fh, [prediction_row(r, g) for r, g in zip(batch, generations)], done)
             bar.update(len(batch))
-    return [done[r.id] for r in records]
+    return [done[r.key] for r in records]

@@ -11,7 +11,8 @@ ground-truth observation (the reference), and scores the generation on
 - consistency: no contradiction with the history (created files still exist, missing files
   stay missing, the working directory, entities carried over from earlier turns);
 - realism: length and character distribution close to the reference, no degenerate repetition;
-- quality: overall closeness to the reference (token F1 and edit similarity).
+- quality: overall closeness to the reference (token F1 and edit similarity) and to what the
+  action changed since the previous observation.
 
 Each dimension is an integer 1-5 (`JudgeScores`); `normalised()` maps them to 0-100 and
 `overall` is their mean. Two backends share the `Judge.score(batch)` interface: `LocalJudge`
@@ -76,32 +77,43 @@ class JudgeInput:
 
 @dataclass(frozen=True)
 class JudgeScores:
-    """Five integer scores 1-5 and a short reason."""
+    """Five scores 1-5 and a short reason. A dimension with nothing to measure on this input
+    (no deterministic facts on either side, no context to stay consistent with) is `None`:
+    not applicable, left out of `overall` rather than scored 5, as the official scorer leaves
+    out a dimension whose score fails to parse."""
 
-    format: int
-    factuality: int
-    consistency: int
-    realism: int
-    quality: int
+    format: int | None
+    factuality: int | None
+    consistency: int | None
+    realism: int | None
+    quality: int | None
     reason: str = ""
 
     def __post_init__(self) -> None:
         for dim in DIMENSIONS:
             value = getattr(self, dim)
+            if value is None:
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 5:
-                raise ValueError(f"judge score {dim!r} must be an integer 1-5, got {value!r}")
+                raise ValueError(f"judge score {dim!r} must be an integer 1-5 or None (not applicable), got {value!r}")
+        if all(getattr(self, dim) is None for dim in DIMENSIONS):
+            raise ValueError("judge scores need at least one applicable dimension")
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | None]:
         return {dim: getattr(self, dim) for dim in DIMENSIONS}
 
-    def normalised(self) -> dict[str, float]:
-        """Each dimension on 0-100 (1 -> 0, 5 -> 100)."""
-        return {dim: (getattr(self, dim) - 1) * 25.0 for dim in DIMENSIONS}
+    def normalised(self) -> dict[str, float | None]:
+        """Each dimension on 0-100 (1 -> 0, 5 -> 100); None where not applicable."""
+        return {dim: None if (v := getattr(self, dim)) is None else (v - 1) * 25.0 for dim in DIMENSIONS}
+
+    def applicable(self) -> dict[str, float]:
+        """The normalised dimensions that apply to this input."""
+        return {dim: v for dim, v in self.normalised().items() if v is not None}
 
     @property
     def overall(self) -> float:
-        """Mean of the normalised dimensions, 0-100."""
-        values = self.normalised().values()
+        """Mean of the applicable normalised dimensions, 0-100."""
+        values = self.applicable().values()
         return sum(values) / len(values)
 
 
@@ -174,8 +186,11 @@ def parse_json(text: str) -> Any:
 def shape_problems(domain: str, action: str, observation: str, reference: str | None = None) -> list[str]:
     """Where an observation breaks its domain's shape: the rules of `validation.domains`
     (MCP JSON is checked by parsing: a JSON object with a boolean `isError`), plus: when the
-    reference is JSON the observation must be JSON too."""
+    reference is JSON the observation must be JSON too, and when the reference says something the
+    observation must not be empty."""
     problems = []
+    if reference is not None and reference.strip() and not observation.strip():
+        return ["empty observation where the environment answered"]
     verb = action_verb(action)
     if domain == "mcp":
         value = parse_json(observation)
@@ -301,10 +316,10 @@ def deterministic_facts(text: str) -> set[str]:
     return facts
 
 
-def set_f1(pred: set[str], ref: set[str]) -> float:
-    """F1 of two sets; two empty sets agree perfectly."""
+def set_f1(pred: set[str], ref: set[str]) -> float | None:
+    """F1 of two sets; None when both are empty (nothing to compare, not a perfect score)."""
     if not pred and not ref:
-        return 1.0
+        return None
     common = len(pred & ref)
     if common == 0:
         return 0.0
@@ -312,12 +327,48 @@ def set_f1(pred: set[str], ref: set[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def fact_match(observation: str, reference: str) -> tuple[float, bool]:
-    """F1 of the deterministic facts, and whether the error signatures agree."""
+def fact_match(observation: str, reference: str, previous: str | None = None) -> tuple[float | None, bool]:
+    """F1 of the deterministic facts (None when neither side has any), and whether the error
+    signatures agree.
+
+    With the `previous` observation, the facts the action changed count as much as all facts:
+    the F1 is the mean of the F1 over all facts and the F1 over the facts that differ from the
+    previous observation (added or gone), so repeating the last page, which shares most of its
+    facts with the next one, does not pass for predicting what the action did."""
     pred, ref = deterministic_facts(observation), deterministic_facts(reference)
     errors_agree = {f for f in pred if f.startswith(("err:", "isError:"))} == \
         {f for f in ref if f.startswith(("err:", "isError:"))}
-    return set_f1(pred, ref), errors_agree
+    overall = set_f1(pred, ref)
+    if previous is None or overall is None:
+        return overall, errors_agree
+    before = deterministic_facts(previous)
+    changed = set_f1(pred ^ before, ref ^ before)
+    return (overall if changed is None else (overall + changed) / 2), errors_agree
+
+
+def line_changes(text: str, previous: str) -> Counter[str]:
+    """The tokens of the lines `text` adds to `previous` (prefixed "+") and of the lines it
+    drops (prefixed "-"): what an action changed, as a multiset."""
+    now, before = Counter(normalise(text).splitlines()), Counter(normalise(previous).splitlines())
+    tokens: Counter[str] = Counter()
+    for sign, lines in (("+", now - before), ("-", before - now)):
+        for line, count in lines.items():
+            for token in line.split():
+                tokens[sign + token] += count
+    return tokens
+
+
+def change_f1(observation: str, reference: str, previous: str) -> float | None:
+    """Token F1 of the changes the prediction and the reference make to the previous
+    observation; None when neither changes anything (nothing to compare)."""
+    pred, ref = line_changes(observation, previous), line_changes(reference, previous)
+    if not pred and not ref:
+        return None
+    common = sum((pred & ref).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / sum(pred.values()), common / sum(ref.values())
+    return 2 * precision * recall / (precision + recall)
 
 
 def edit_similarity(prediction: str, reference: str, max_chars: int = 6000) -> float:
@@ -454,9 +505,12 @@ def context_entities(inp: JudgeInput) -> set[str]:
     return {e for e in found if len(e) >= 3}
 
 
-def consistency_issues(inp: JudgeInput, observation: str) -> tuple[list[str], float]:
-    """Hard contradictions with the history, and the recall of context entities the reference
-    carries over (1.0 when the reference carries none).
+def consistency_issues(inp: JudgeInput, observation: str) -> tuple[list[str], float | None, bool]:
+    """Hard contradictions with the history; the recall of context entities the reference
+    carries over (None when it carries none); and whether any rule has something to check,
+    which depends on the context and the reference only, never on the prediction (a name
+    created, removed or shown missing earlier, an entity carried over, a `pwd` with a known
+    directory). With nothing to check, consistency is not applicable.
 
     Hard contradictions (each rule is skipped when the reference shows the same thing, so a gap
     in our state tracking never penalises a faithful prediction):
@@ -489,12 +543,13 @@ def consistency_issues(inp: JudgeInput, observation: str) -> tuple[list[str], fl
             issues.append(f"{name!r} was missing earlier but is shown present")
         if status == "exists" and name in pred_missing and name not in ref_missing:
             issues.append(f"{name!r} was created earlier but is reported missing")
-    if action_verb(inp.action) == "pwd" and cwd is not None and normalise(inp.reference) == cwd \
-            and normalise(observation) != cwd:
-        issues.append(f"pwd should print {cwd}")
+    pwd_known = action_verb(inp.action) == "pwd" and cwd is not None and normalise(inp.reference) == cwd
+    if pwd_known:
+        if normalise(observation) != cwd:
+            issues.append(f"pwd should print {cwd}")
     carried = {e for e in context_entities(inp) if e in inp.reference}
-    recall = sum(e in observation for e in carried) / len(carried) if carried else 1.0
-    return issues, recall
+    recall = sum(e in observation for e in carried) / len(carried) if carried else None
+    return issues, recall, bool(state) or pwd_known or bool(carried)
 
 
 # --------------------------------------------------------------------------------------------
@@ -512,21 +567,30 @@ class LocalJudge(Judge):
                  observation (these -1s add up); -2 the observation
                  breaks its domain's shape (`shape_problems`: mcp JSON object with boolean isError,
                  search ranked list / page / error, swe pytest summary after run_tests, web `URL:`
-                 page or `Error:` line, os end-of-episode prints nothing, JSON when the reference is).
+                 page or `Error:` line, os end-of-episode prints nothing, JSON when the reference is,
+                 not empty when the reference is not).
     factuality   banded F1 of `deterministic_facts` (error types, numbers, file names, paths, URLs,
                  element ids, doc ids, JSON path=value; runtime metadata such as timestamps, pids
                  and durations only by kind; prose is ignored, so pre-existing content need only
-                 be plausible): 5 >= .95, 4 >= .8, 3 >= .6, 2 >= .35, else 1; capped at 2 when the
-                 error signatures differ (an error where none happened, or another error type).
+                 be plausible), averaged with the F1 over the facts that differ from the previous
+                 observation (what the action changed): 5 >= .95, 4 >= .8, 3 >= .6, 2 >= .35, else 1; capped at 2 when the
+                 error signatures differ (an error where none happened, or another error type);
+                 not applicable when neither side has a deterministic fact.
     consistency  -2 per hard contradiction with the history (`consistency_issues`: a name shown
                  missing earlier reappears, a created name is reported missing, wrong `pwd`); -1 if
                  the prediction drops >10% of the context entities (from the history and the
-                 action) the reference carries over, -2 if it drops >= 50%.
-    realism      -1/-2/-3 when the length ratio (chars, min/max) is < .8/.5/.25; -1/-2 when the
+                 action) the reference carries over, -2 if it drops >= 50%; not applicable when
+                 no rule has anything to check (no name tracked from earlier turns, no entity
+                 carried over, no `pwd` with a known directory).
+    realism      1 for an empty prediction where the reference is not empty; otherwise
+                 -1/-2/-3 when the length ratio (chars, min/max) is < .8/.5/.25; -1/-2 when the
                  character-class distribution's total-variation distance to the reference is
                  > .15/.3; -2 for degenerate repetition (repetition share > .5 and .3 above the
                  reference's).
-    quality      banded mean of token F1 and edit similarity: 5 >= .9, 4 >= .7, 3 >= .5, 2 >= .25.
+    quality      banded mean of token F1 and edit similarity, averaged with the token F1 of the
+                 line changes against the previous observation (`change_f1`, when either side
+                 changes anything): 5 >= .9, 4 >= .7, 3 >= .5, 2 >= .25. Repeating the last
+                 observation therefore earns at most half the quality credit.
     """
 
     name = "local"
@@ -546,22 +610,27 @@ class LocalJudge(Judge):
             fmt -= 2
         reasons += layout + shape
 
-        f1, errors_agree = fact_match(obs, inp.reference)
-        fact = _band(f1, (0.95, 0.8, 0.6, 0.35))
+        previous = inp.history[-1][1] if inp.history else None
+        f1, errors_agree = fact_match(obs, inp.reference, previous)
+        fact: int | None = None if f1 is None else _band(f1, (0.95, 0.8, 0.6, 0.35))
         if not errors_agree:
-            fact = min(fact, 2)
+            fact = min(fact or 5, 2)
             reasons.append("error signature differs from the reference")
-        reasons.append(f"fact F1 {f1:.2f}")
+        reasons.append("no deterministic facts on either side" if f1 is None else f"fact F1 {f1:.2f}")
 
-        issues, recall = consistency_issues(inp, obs)
-        cons = 5 - 2 * len(issues) - (2 if recall < 0.5 else 1 if recall < 0.9 else 0)
+        issues, recall, checkable = consistency_issues(inp, obs)
+        cons: int | None = None
+        if checkable:
+            cons = 5 - 2 * len(issues) - (0 if recall is None else 2 if recall < 0.5 else 1 if recall < 0.9 else 0)
         reasons += issues
-        if recall < 0.9:
+        if recall is not None and recall < 0.9:
             reasons.append(f"context recall {recall:.2f}")
 
         real = 5
         lp, lr = len(normalise(obs)), len(normalise(inp.reference))
         ratio = 1.0 if lp == lr == 0 else min(lp, lr) / max(lp, lr)
+        if lp == 0 and lr > 0:
+            real = 1  # saying nothing where the environment printed something is the least realistic answer
         real -= 3 if ratio < 0.25 else 2 if ratio < 0.5 else 1 if ratio < 0.8 else 0
         dp, dr = char_distribution(normalise(obs)), char_distribution(normalise(inp.reference))
         tvd = 0.5 * sum(abs(dp[c] - dr[c]) for c in _CHAR_CLASSES) if lp and lr else 0.0
@@ -573,9 +642,14 @@ class LocalJudge(Judge):
         reasons.append(f"length ratio {ratio:.2f}, char TVD {tvd:.2f}")
 
         q = (token_f1(obs, inp.reference) + edit_similarity(obs, inp.reference)) / 2
+        changed = None if previous is None else change_f1(obs, inp.reference, previous)
+        if changed is not None:  # what the action changed weighs as much as the whole text
+            q = (q + changed) / 2
+            reasons.append(f"change F1 {changed:.2f}")
         qual = _band(q, (0.9, 0.7, 0.5, 0.25))
 
-        return JudgeScores(format=_clamp(fmt), factuality=_clamp(fact), consistency=_clamp(cons),
+        return JudgeScores(format=_clamp(fmt), factuality=None if fact is None else _clamp(fact),
+                           consistency=None if cons is None else _clamp(cons),
                            realism=_clamp(real), quality=_clamp(qual), reason="; ".join(reasons))
 
 
@@ -608,7 +682,10 @@ Score the prediction against the reference on five dimensions, each an integer f
 Domain notes: {domain_notes}
 
 The reference is the ground truth: never score a prediction higher because it seems more
-helpful than the reference. Answer with ONLY a JSON object, no other text:
+helpful than the reference. When a dimension has nothing to measure here (no deterministic
+content on either side for factuality, no earlier state the answer could contradict for
+consistency), give "n/a" for it instead of a number. An empty prediction where the reference
+says something is never realistic. Answer with ONLY a JSON object, no other text:
 {{"format": <1-5>, "factuality": <1-5>, "consistency": <1-5>, "realism": <1-5>, "quality": <1-5>, "reason": "<one or two sentences>"}}"""
 
 DOMAIN_TITLES: dict[str, str] = {
@@ -691,7 +768,9 @@ def _as_score(value: Any) -> int | None:
 def parse_judge_response(text: str) -> JudgeScores:
     """Scores from a judge's answer: the first JSON object holding score fields (fenced or inline,
     think blocks ignored, nested under "scores" accepted, keys case-insensitive), each clamped to
-    1-5 (numbers, numeric strings like "4" or "4/5"). Raises JudgeParseError naming what is missing."""
+    1-5 (numbers, numeric strings like "4" or "4/5"). A dimension that is missing, "n/a" or not a
+    number is not applicable (left out of the mean, as the official scorer drops a dimension that
+    fails to parse). Raises JudgeParseError when no dimension parses."""
     objects = [v for v in _json_candidates(text) if isinstance(v, dict)]
     if not objects:
         raise JudgeParseError(f"judge answer holds no JSON object: {text[:200]!r}")
@@ -705,14 +784,10 @@ def parse_judge_response(text: str) -> JudgeScores:
 
     best = max(objects, key=lambda o: sum(d in fields(o) for d in DIMENSIONS))
     flat = fields(best)
-    scores = {}
-    for dim in DIMENSIONS:
-        if dim not in flat:
-            raise JudgeParseError(f"judge answer lacks the score field {dim!r}: {json.dumps(best)[:200]}")
-        value = _as_score(flat[dim])
-        if value is None:
-            raise JudgeParseError(f"judge score field {dim!r} is not a number: {flat[dim]!r}")
-        scores[dim] = value
+    scores = {dim: _as_score(flat.get(dim)) for dim in DIMENSIONS}
+    if all(v is None for v in scores.values()):
+        raise JudgeParseError(f"judge answer has no score field that parses ({', '.join(DIMENSIONS)}): "
+                              f"{json.dumps(best)[:200]}")
     reason = flat.get("reason", flat.get("reasoning", ""))
     return JudgeScores(**scores, reason=str(reason)[:1000])
 
@@ -800,7 +875,8 @@ class OpenAIJudge(Judge):
 def rank_agreement(a: Sequence[JudgeScores | float], b: Sequence[JudgeScores | float],
                    dimension: str | None = None) -> float:
     """Spearman rank correlation between two judges' scores of the same inputs (overall 0-100 by
-    default, or one dimension). NaN when either side is constant (no ranking to compare)."""
+    default, or one dimension, over the inputs where both judges found it applicable). NaN when
+    either side is constant (no ranking to compare)."""
     from scipy.stats import spearmanr
 
     if len(a) != len(b):
@@ -812,11 +888,13 @@ def rank_agreement(a: Sequence[JudgeScores | float], b: Sequence[JudgeScores | f
         if dimension is not None:
             if dimension not in DIMENSIONS:
                 raise ValueError(f"unknown dimension {dimension!r}; one of {DIMENSIONS}")
-            return [float(getattr(s, dimension)) for s in scores]  # type: ignore[arg-type]
+            raw = [getattr(s, dimension) if isinstance(s, JudgeScores) else s for s in scores]
+            return [float("nan") if v is None else float(v) for v in raw]
         return [s.overall if isinstance(s, JudgeScores) else float(s) for s in scores]
 
-    x, y = values(a), values(b)
-    if len(set(x)) < 2 or len(set(y)) < 2:
+    pairs = [(u, v) for u, v in zip(values(a), values(b)) if not (math.isnan(u) or math.isnan(v))]
+    x, y = [u for u, _ in pairs], [v for _, v in pairs]
+    if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:
         return float("nan")
     return float(spearmanr(x, y).statistic)
 

@@ -32,9 +32,8 @@ def make_judges(kind: str, base_url: str | None = None, model: str | None = None
 
 
 def judge_input(record: BenchRecord, generation: str) -> JudgeInput:
-    return JudgeInput(domain=record.task, generation=generation, reference=record.reference,
-                      action=record.current_prompt, history=tuple(zip(record.prompt[:-1], record.response[:-1])),
-                      instruction=record.instruction)
+    return JudgeInput(domain=record.domain, generation=generation, reference=record.reference,
+                      action=record.current_prompt, history=tuple(record.history), instruction=record.instruction)
 
 
 def judge_predictions(judge: Judge, records: Sequence[BenchRecord], predictions: Sequence[dict[str, Any]],
@@ -43,14 +42,14 @@ def judge_predictions(judge: Judge, records: Sequence[BenchRecord], predictions:
     out_file.parent.mkdir(parents=True, exist_ok=True)
     done = read_done(out_file)
     rewrite_clean(out_file, done)
-    pairs = [(r, p) for r, p in zip(records, predictions) if r.id not in done]
+    pairs = [(r, p) for r, p in zip(records, predictions) if r.key not in done]
     with out_file.open("a", encoding="utf-8") as fh, tqdm(
         total=len(records), initial=len(records) - len(pairs), desc=desc, unit="rec", disable=not progress
     ) as bar:
         for start in range(0, len(pairs), batch_size):
             batch = pairs[start: start + batch_size]
             scores = judge.score([judge_input(r, p["generation"]) for r, p in batch])
-            append_durably(fh, [{"id": record.id, **s.as_dict(), "overall": s.overall, "reason": s.reason}
+            append_durably(fh, [{"id": record.key, **s.as_dict(), "overall": s.overall, "reason": s.reason}
                                 for (record, _), s in zip(batch, scores)], done)
             bar.update(len(batch))
-    return [done[r.id] for r in records]
+    return [done[r.key] for r in records]

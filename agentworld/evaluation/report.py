@@ -21,21 +21,24 @@ from agentworld.evaluation.metrics import exact_match, token_f1
 METRICS: tuple[str, ...] = (*DIMENSIONS, "judge_overall", "exact_match", "token_f1", "format_valid")
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
+def _mean(values: Sequence[float | None]) -> float:
+    """Mean over the values that apply (None: a judge dimension not applicable to that record)."""
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else float("nan")
 
 
 def system_scores(records: Sequence[BenchRecord], predictions: Sequence[dict[str, Any]],
                   judged: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per domain and `all`: dimensions 0-100, judge_overall, exact match, token F1, format_valid, n."""
+    """Per domain and `all`: dimensions 0-100 (each averaged over the records where it applies,
+    n/a where it applies to none), judge_overall, exact match, token F1, format_valid, n."""
     buckets: dict[str, list[dict[str, float]]] = {}
     for record, pred, scores in zip(records, predictions, judged):
-        row = {dim: (scores[dim] - 1) * 25.0 for dim in DIMENSIONS}
+        row = {dim: None if scores.get(dim) is None else (scores[dim] - 1) * 25.0 for dim in DIMENSIONS}
         row["judge_overall"] = float(scores["overall"])
         row["exact_match"] = exact_match(pred["prediction"], record.reference)
         row["token_f1"] = token_f1(pred["prediction"], record.reference)
         row["format_valid"] = float(pred["well_formed"])
-        buckets.setdefault(record.task, []).append(row)
+        buckets.setdefault(record.domain, []).append(row)
         buckets.setdefault("all", []).append(row)
     return {
         domain: {**{m: round(_mean([r[m] for r in rows]), 4) for m in METRICS}, "n": len(rows)}
@@ -57,7 +60,7 @@ def worst_examples(records: Sequence[BenchRecord], predictions: Sequence[dict[st
                    judged: Sequence[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     """The lowest-scored predictions (judge overall, then token F1), prediction next to ground truth."""
     rows = [
-        {"id": r.id, "task": r.task, "turn_idx": r.turn_idx, "action": r.current_prompt, "reference": r.reference,
+        {"id": r.key, "task": r.domain, "turn_idx": r.turn_idx, "action": r.current_prompt, "reference": r.reference,
          "prediction": p["prediction"], "judge_overall": j["overall"], "token_f1": token_f1(p["prediction"], r.reference),
          "reason": j.get("reason", "")}
         for r, p, j in zip(records, predictions, judged)

@@ -21,21 +21,22 @@ def rollout(generate: Generate, episodes: Sequence[BenchRecord], horizon: int) -
     and observation. All episodes step together, one batch per step.
     """
     predicted: list[list[str]] = [[] for _ in episodes]
+    observations = [ep.observations for ep in episodes]
     rows: list[dict[str, Any]] = []
     for step in range(horizon):
-        active = [i for i, ep in enumerate(episodes) if step < len(ep.prompt)]
+        active = [i for i, ep in enumerate(episodes) if step < min(len(ep.prompt), len(ep.response))]
         if not active:
             break
         examples = [
-            WorldModelExample(id=f"{episodes[i].id}@{step}", domain=episodes[i].task, system=episodes[i].system_str,
+            WorldModelExample(id=f"{episodes[i].key}@{step}", domain=episodes[i].domain, system=episodes[i].system_str,
                               history=list(zip(episodes[i].prompt[:step], predicted[i])),
-                              action=episodes[i].prompt[step], observation=episodes[i].response[step])
+                              action=episodes[i].prompt[step], observation=observations[i][step])
             for i in active
         ]
         for i, example, generation in zip(active, examples, generate(examples)):
             prediction = parse_observation(generation)[0]
             predicted[i].append(prediction)
-            rows.append({"episode": episodes[i].id, "task": episodes[i].task, "step": step, "action": example.action,
+            rows.append({"episode": episodes[i].episode, "task": episodes[i].domain, "step": step, "action": example.action,
                          "prediction": prediction, "reference": example.observation,
                          "exact_match": exact_match(prediction, example.observation),
                          "token_f1": token_f1(prediction, example.observation)})

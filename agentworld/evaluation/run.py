@@ -96,8 +96,8 @@ def prepare_out_dir(out_dir: Path, fingerprint: dict[str, Any]) -> None:
 def sample_records(records: Sequence[BenchRecord], limit: int | None, seed: int) -> list[BenchRecord]:
     """A fixed seeded subset in id order, so every model is scored on the same records."""
     if limit is None or len(records) <= limit:
-        return sorted(records, key=lambda r: r.id)
-    return sorted(random.Random(seed).sample(list(records), limit), key=lambda r: r.id)
+        return sorted(records, key=lambda r: r.key)
+    return sorted(random.Random(seed).sample(list(records), limit), key=lambda r: r.key)
 
 
 def records_md5(records: Sequence[BenchRecord]) -> str:
@@ -105,11 +105,6 @@ def records_md5(records: Sequence[BenchRecord]) -> str:
     for record in records:
         digest.update(json.dumps(record.model_dump(mode="json"), sort_keys=True).encode())
     return digest.hexdigest()
-
-
-def episode_key(record: BenchRecord) -> str:
-    """Records of one episode share task, system prompt and first action."""
-    return f"{record.task}\x00{record.system_str}\x00{record.prompt[0]}"
 
 
 def observations_as_turns(observations: list[str]) -> list[str]:
@@ -122,8 +117,8 @@ def retrieval_generate(records: Sequence[BenchRecord], train: Sequence[WorldMode
         baseline = RetrievalBaseline(train)
         return lambda examples: observations_as_turns(baseline.predict(examples))
     pool = [r.to_example() for r in records]
-    keys = {r.id: episode_key(r) for r in records}
-    loo = LeaveEpisodeOutRetrieval(pool, [keys[r.id] for r in records])
+    keys = {r.key: r.episode for r in records}
+    loo = LeaveEpisodeOutRetrieval(pool, [keys[r.key] for r in records])
     return lambda examples: observations_as_turns(
         loo.predict_excluding(examples, [keys.get(e.id.split("@", 1)[0], e.id) for e in examples]))
 
@@ -175,7 +170,7 @@ def judge_agreement(local: Sequence[dict[str, Any]], llm: Sequence[dict[str, Any
     """Spearman correlation of the two judges over the same predictions, overall and per dimension."""
     out = {"overall": rank_agreement([r["overall"] for r in local], [r["overall"] for r in llm])}
     for dim in DIMENSIONS:
-        out[dim] = rank_agreement([float(r[dim]) for r in local], [float(r[dim]) for r in llm])
+        out[dim] = rank_agreement([r[dim] for r in local], [r[dim] for r in llm], dim)
     return out
 
 
@@ -210,7 +205,7 @@ def infer_step(records: Sequence[BenchRecord], world_model: WorldModel, settings
                       "registered_version": world_model.registered.version if world_model.registered else None,
                       **world_model.extra},
             "data": {"path": data_path, "records": len(records), "md5": records_md5(records),
-                     "domains": {d: sum(r.task == d for r in records) for d in sorted({r.task for r in records})}},
+                     "domains": {d: sum(r.domain == d for r in records) for d in sorted({r.domain for r in records})}},
             "systems": list(systems), "rollout_episodes": len(episodes)}
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=2))
     return list(systems)

@@ -1,6 +1,12 @@
 """Stage gates: the next training stage runs only if this one's held-out metric is finite and
-within its floor (`gate` in params.yaml), so a diverged CPT never feeds SFT and a reward-hacked
-RL model never reaches evaluation."""
+within its floor (`gate` in params.yaml), so a diverged CPT never feeds SFT.
+
+The RL gate reads held-out token F1 of the predicted against the real observation, which GRPO
+does not optimise (its reward mixes exact match, structure, format, facts and the judge's
+rubric). What it guarantees is only that much: the RL model still reproduces at least
+`gate.rl.min_eval_token_f1` of the real observations' tokens on held-out turns, so a policy
+that learnt to please the reward while drifting from the real environment is stopped. It does
+not prove the model better than SFT or than a baseline; promotion checks that."""
 
 from __future__ import annotations
 
@@ -29,7 +35,9 @@ def check_gate(stage: str, report: dict[str, Any], gates: GateParams) -> GateDec
     checks: list[tuple[str, float | None, str]] = []
     if gate.max_eval_loss is not None or stage in ("cpt", "sft"):
         checks.append(("eval_loss", gate.max_eval_loss, "max"))
-    if gate.min_eval_reward is not None or stage == "rl":
+    if gate.min_eval_token_f1 is not None or stage == "rl":
+        checks.append(("eval_token_f1", gate.min_eval_token_f1, "min"))
+    if gate.min_eval_reward is not None:
         checks.append(("eval_reward", gate.min_eval_reward, "min"))
     for name, floor, kind in checks:
         value = metrics.get(name)

@@ -31,10 +31,10 @@ from typing import Any
 
 from agentworld.data.prompts import parse_observation
 from agentworld.evaluation.judge import (
-    DIMENSIONS, ERROR_PHRASES, Judge, JudgeInput, JudgeScores, json_leaves, fact_match, layout_problems,
+    ERROR_PHRASES, Judge, JudgeInput, JudgeScores, json_leaves, fact_match, layout_problems,
     parse_json, shape_problems,
 )
-from agentworld.evaluation.metrics import exact_match, normalise
+from agentworld.evaluation.metrics import exact_match, normalise, token_f1
 
 RULE_COMPONENTS: tuple[str, ...] = ("exact_match", "structure", "format", "facts")
 COMPONENTS: tuple[str, ...] = RULE_COMPONENTS + ("rubric",)
@@ -119,7 +119,11 @@ def format_validity(generation: str, domain: str, action: str = "", reference: s
 
 
 def fact_reward(observation: str, reference: str) -> float:
+    """F1 of the deterministic facts, halved when the error signatures differ; where neither
+    side has a fact, the token F1 of the texts (so saying nothing earns nothing for free)."""
     f1, errors_agree = fact_match(observation, reference)
+    if f1 is None:
+        f1 = token_f1(observation, reference)
     return f1 if errors_agree else 0.5 * f1
 
 
@@ -135,8 +139,8 @@ def rule_reward(generation: str, reference: str, domain: str, action: str = "") 
 
 
 def rubric_from_scores(scores: JudgeScores) -> float:
-    """Mean of the five dimensions, each mapped 1-5 -> 0-1."""
-    return sum((getattr(scores, dim) - 1) / 4 for dim in DIMENSIONS) / len(DIMENSIONS)
+    """Mean of the applicable dimensions, each mapped 1-5 -> 0-1."""
+    return scores.overall / 100
 
 
 def rubric_reward(judge: Judge, inputs: Sequence[JudgeInput]) -> list[float]:

@@ -5,8 +5,9 @@ observations is scored against the real one (agentworld/training/rewards.py: exa
 structure, format, deterministic facts, and a judge's rubric). TRL's `GRPOTrainer` gets one
 reward function per component with the weights of `rl.reward_weights`, so every component is
 logged separately (`rewards/reward_<component>/mean`). Rollouts come from `model.generate` on
-this CPU and from vLLM on GPU clusters (`rl.use_vllm`). The held-out metric of the stage's
-gate is the mean hybrid reward of greedy predictions on held-out turns.
+this CPU and from vLLM on GPU clusters (`rl.use_vllm`). The stage's gate reads the held-out
+token F1 of greedy predictions against the real observations, a metric the reward does not
+contain; the mean held-out reward is reported next to it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
 
 from agentworld.config import DistributedParams, ModelParams, RlParams
-from agentworld.data.prompts import WorldModelExample
+from agentworld.data.prompts import WorldModelExample, parse_observation
 from agentworld.evaluation.judge import Judge, JudgeInput, LocalJudge, OpenAIJudge
+from agentworld.evaluation.metrics import exact_match, token_f1
 from agentworld.evaluation.predict import generate_turns
 from agentworld.models.chat import fit_prompt
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
@@ -88,7 +90,8 @@ def grpo_config(params: RlParams, dist: DistributedParams, output_dir: Path, rew
 def held_out_reward(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                     examples: Sequence[WorldModelExample], reward: HybridReward, params: RlParams,
                     max_seq_len: int) -> dict[str, float]:
-    """Mean of each reward component (and the total) for greedy predictions on held-out turns."""
+    """Held-out token F1 and exact match of greedy predictions against the real observations
+    (what the RL gate reads), and the mean of each reward component and the total."""
     sample = sorted(random.Random(params.seed).sample(list(examples), min(params.eval_examples, len(examples))),
                     key=lambda e: e.id)
     if not sample:
@@ -99,8 +102,14 @@ def held_out_reward(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                          history=tuple(e.history), instruction=instruction_of(e)) for e, g in zip(sample, generations)]
     rows = reward(inputs)
     names = [c for c in COMPONENTS if c in rows[0]] + ["total"]
-    return {f"eval_reward_{name}" if name != "total" else "eval_reward": sum(r[name] for r in rows) / len(rows)
-            for name in names}
+    observations = [parse_observation(g)[0] for g in generations]
+    metrics = {
+        "eval_token_f1": sum(token_f1(o, e.observation) for o, e in zip(observations, sample)) / len(sample),
+        "eval_exact_match": sum(exact_match(o, e.observation) for o, e in zip(observations, sample)) / len(sample),
+    }
+    metrics.update({f"eval_reward_{name}" if name != "total" else "eval_reward": sum(r[name] for r in rows) / len(rows)
+                    for name in names})
+    return metrics
 
 
 def train_rl(
