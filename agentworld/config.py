@@ -90,6 +90,10 @@ class BuildParams(_Section):
     history_turns: int = Field(4, ge=0, le=64)
     max_observation_chars: int = Field(600, ge=16)
     seed: int = Field(0, ge=0)
+    #: Retrieved training transitions shown after each action (0 = no retrieval memory).
+    retrieval_k: int = Field(1, ge=0, le=16)
+    #: Characters of each retrieved observation shown.
+    retrieval_max_chars: int = Field(400, ge=16)
 
 
 class ModelParams(_Section):

@@ -9,6 +9,7 @@ model tagged `stage`, the hash of its data, the version it started from and the 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from agentworld.config import Params, TrainParams
 from agentworld.data.build import load_examples
 from agentworld.data.prompts import WorldModelExample
+from agentworld.data.retrieval import MEMORY_ARTIFACT, MEMORY_FILE
 from agentworld.models.factory import ModelLoadError, count_parameters, load_local
 from agentworld.tracking.registry import log_and_register
 from agentworld.tracking.runs import file_md5, lineage_tags, stage_run
@@ -39,7 +41,7 @@ class StageInputs:
 
 
 def stage_inputs(paths: StagePaths) -> StageInputs:
-    for path in (paths.sft_train, paths.sft_test):
+    for path in (paths.sft_train, paths.sft_test, paths.sft_train.parent / MEMORY_FILE):
         if not path.exists():
             raise FileNotFoundError(f"{path}: missing; run the build stage first (agentworld stage build)")
     return StageInputs(load_examples(paths.sft_train), load_examples(paths.sft_test), file_md5(paths.sft_train))
@@ -86,6 +88,9 @@ def run_training_stage(
         out.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
+        if stage != "cpt":  # the chat stages learnt to read the retrieval memory: it travels with them
+            memory = shutil.copy(paths.sft_train.parent / MEMORY_FILE, out / MEMORY_FILE)
+            mlflow.log_artifact(str(memory), artifact_path=MEMORY_ARTIFACT)
         curve = paths.write_plot(f"{stage}_curve.csv", ["step", "value"], result.loss_curve)
         mlflow.log_artifact(str(curve), artifact_path="plots")
         mlflow.log_metrics({"final_train_loss": result.train_loss, "tokens_seen": result.tokens_seen,

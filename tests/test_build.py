@@ -25,7 +25,8 @@ def test_split_by_episode_and_layouts(tmp_path):
     messages = last.prompt_messages()
     assert messages[0]["role"] == "system" and "Linux terminal" in messages[0]["content"]
     assert [m["role"] for m in messages[1:]] == ["user", "assistant", "user", "assistant", "user"]  # 2 turns of history
-    assert messages[-1]["content"] == last.action
+    # The action, then the most similar real training transition (the retrieval memory).
+    assert messages[-1]["content"].startswith(last.action + "\n\nSimilar real transition:\n>>> echo ")
     completion = last.completion_messages()[0]["content"]
     assert completion.startswith(f"<think>{last.reasoning}</think>\n{OBSERVATION_MARKER}")  # grounded rationale first
     assert "exits with status 0" in last.reasoning

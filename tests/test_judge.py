@@ -342,3 +342,20 @@ def test_local_judge_ranks_cases_like_a_perfect_oracle():
         inputs += [_with(base, faithful), _with(base, wrong)]
         oracle += [100.0, 0.0]
     assert rank_agreement(LocalJudge().score(inputs), oracle) > 0.8
+
+
+def test_score_table_writes_not_applicable_as_null_not_nan():
+    """A dimension no record can measure is null in summary.json (strict JSON, what Airflow's
+    XCom and MLflow accept), not NaN, and the others are still averaged."""
+    from agentworld.evaluation.awbench import BenchRecord
+    from agentworld.evaluation.report import system_scores
+
+    record = BenchRecord.from_episode("textworld", "ep-1", "system", ["look"], ["You see a room."], 1)
+    scores = LocalJudge().score([JudgeInput(domain="textworld", generation=assistant_turn("You see a room."),
+                                            reference="You see a room.", action="look")])[0]
+    assert scores.factuality is None and scores.consistency is None
+    judged = {**scores.as_dict(), "overall": scores.overall}
+    table = system_scores([record], [{"prediction": "You see a room.", "well_formed": True}], [judged])
+    assert table["all"]["factuality"] is None and table["all"]["consistency"] is None
+    assert table["all"]["quality"] == 100.0 and table["all"]["judge_overall"] == 100.0
+    json.dumps(table, allow_nan=False)

@@ -23,6 +23,8 @@ from agentworld.config import GateParams, StageGate
 from agentworld.data.build import load_examples
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
+from agentworld.data.retrieval import MEMORY_FILE
+from agentworld.evaluation.backends import resolve_registry_model
 from agentworld.models.factory import ModelLoadError
 from agentworld.training.cpt import mix_documents, trajectory_streams, transition_stream
 from agentworld.training.gates import GateFailed, check_gate, enforce_gate
@@ -82,6 +84,12 @@ def test_stages_chain_and_register_three_versions_with_lineage(workspace, params
         assert any(component in key and key.startswith("train/rewards") or f"rewards/reward_{component}" in key
                    for key in logged), (component, sorted(logged))
     assert json.loads(workspace.train_report("rl").read_text())["parent_version"] == sft["registered_version"]
+
+    # The retrieval memory the chat stages trained with travels with the registered version.
+    memory = (workspace.sft_train.parent / MEMORY_FILE).read_text()
+    resolved = resolve_registry_model(f"models:/{name}/{rl['registered_version']}", workspace.root / ".cache" / "models")
+    assert (resolved.path / MEMORY_FILE).read_text() == memory == (workspace.stage_model("sft") / MEMORY_FILE).read_text()
+    assert not (workspace.stage_model("cpt") / MEMORY_FILE).exists()  # CPT never saw it
 
     metrics = tasks.evaluate.run(params, workspace.root)  # scores the rl model
     assert metrics["stage"] == "rl" and metrics["registered_version"] == int(rl["registered_version"])

@@ -14,6 +14,7 @@ from typing import Any
 from agentworld.config import BuildParams, CollectParams, ParamsError
 from agentworld.data.io import read_jsonl, write_jsonl
 from agentworld.data.prompts import WorldModelExample, system_prompt
+from agentworld.data.retrieval import RetrievalMemory, episode_of
 from agentworld.data.schema import Transition, group_trajectories
 from agentworld.envs.rationale import episode_rationales
 from agentworld.evaluation.awbench import BenchRecord, write_bench
@@ -109,7 +110,19 @@ def example_record(example: WorldModelExample) -> dict[str, Any]:
         "action": example.action,
         "observation": example.observation,
         "reasoning": example.reasoning,
+        **({"memory": example.memory} if example.memory is not None else {}),
     }
+
+
+def with_memory(train: list[WorldModelExample], test: list[WorldModelExample], params: BuildParams
+                ) -> tuple[list[WorldModelExample], list[WorldModelExample], RetrievalMemory | None]:
+    """Both splits with retrieval memory blocks from the training split alone; a training
+    example never retrieves from its own episode."""
+    if not params.retrieval_k:
+        return train, test, None
+    memory = RetrievalMemory.from_examples(train, params.retrieval_k, params.retrieval_max_chars)
+    return ([memory.annotate(e, exclude_episode=episode_of(e.id)) for e in train],
+            [memory.annotate(e) for e in test], memory)
 
 
 def load_examples(path: str | Path) -> list[WorldModelExample]:
@@ -121,7 +134,8 @@ def load_examples(path: str | Path) -> list[WorldModelExample]:
 
 
 def build_datasets(transitions: list[Transition], params: BuildParams, out_dir: Path) -> dict[str, int]:
-    """Write sft/train.jsonl, sft/test.jsonl and agentworldbench/<domain>_test.jsonl under out_dir."""
+    """Write sft/train.jsonl, sft/test.jsonl, sft/retrieval_memory.jsonl (the training split's
+    transitions, when `build.retrieval_k`) and agentworldbench/<domain>_test.jsonl under out_dir."""
     train, test = [], []
     bench: list[BenchRecord] = []
     episodes = group_trajectories(transitions)
@@ -138,6 +152,8 @@ def build_datasets(transitions: list[Transition], params: BuildParams, out_dir: 
             f"build: split gave {len(train)} train and {len(test)} test examples from {len(episodes)} episodes; "
             "collect more episodes (collect.episodes_per_domain) or change build.test_fraction"
         )
+    train, test, memory = with_memory(train, test, params)
+    RetrievalMemory.save_or_none(memory, out_dir / "sft", params.retrieval_max_chars)
     counts = {
         "train_examples": write_jsonl(out_dir / "sft" / "train.jsonl", map(example_record, train)),
         "test_examples": write_jsonl(out_dir / "sft" / "test.jsonl", map(example_record, test)),

@@ -1,7 +1,9 @@
 """World-model prompts in the Qwen-AgentWorld chat layout.
 
 system: the domain's world-model prompt plus the episode's task;
-user: the agent's action (earlier turns carry the history);
+user: the agent's action (earlier turns carry the history), followed by the retrieval memory's
+      most similar real transitions when the model was trained with one
+      (agentworld/data/retrieval.py);
 assistant: optional `<think>...</think>`, then `**Environment Observation:**` and the observation.
 """
 
@@ -72,6 +74,11 @@ DOMAIN_SYSTEM_PROMPTS: dict[str, str] = {
 }
 
 
+def user_turn(action: str, memory: str | None = None) -> str:
+    """The user message of one turn: the action, then its retrieved transitions, if any."""
+    return f"{action}\n\n{memory}" if memory else action
+
+
 def system_prompt(domain: str, instruction: str) -> str:
     base = DOMAIN_SYSTEM_PROMPTS.get(domain)
     if base is None:
@@ -113,14 +120,26 @@ class WorldModelExample:
     action: str = ""
     observation: str = ""
     reasoning: str | None = None
+    #: Retrieved transitions per turn shown (each history turn, then the current action), or
+    #: None for a model without retrieval memory.
+    memory: list[str] | None = None
+
+    def memory_of(self, turn: int) -> str | None:
+        """The memory block of history turn `turn` (len(history) = the current action)."""
+        if not self.memory:
+            return None
+        offset = len(self.memory) - len(self.history) - 1  # memory may cover only the last turns
+        return self.memory[turn + offset] if 0 <= turn + offset < len(self.memory) else None
 
     def prompt_messages(self, history_turns: int | None = None) -> list[dict[str, str]]:
-        history = self.history if history_turns is None else self.history[len(self.history) - history_turns:] if history_turns else []
+        keep = len(self.history) if history_turns is None else min(history_turns, len(self.history))
+        first = len(self.history) - keep
         messages = [{"role": "system", "content": self.system}]
-        for action, observation in history:
-            messages.append({"role": "user", "content": action})
+        for turn in range(first, len(self.history)):
+            action, observation = self.history[turn]
+            messages.append({"role": "user", "content": user_turn(action, self.memory_of(turn))})
             messages.append({"role": "assistant", "content": assistant_turn(observation)})
-        messages.append({"role": "user", "content": self.action})
+        messages.append({"role": "user", "content": user_turn(self.action, self.memory_of(len(self.history)))})
         return messages
 
     def completion_messages(self) -> list[dict[str, str]]:

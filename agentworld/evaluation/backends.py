@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agentworld.data.prompts import WorldModelExample
+from agentworld.data.retrieval import MEMORY_ARTIFACT, MEMORY_FILE, RetrievalMemory
 from agentworld.models.factory import ModelLoadError, load_local
 from agentworld.models.tokenizer import IM_END
 
@@ -80,9 +81,36 @@ def resolve_registry_model(uri: str, cache_root: Path) -> RegistryModel:
         shutil.rmtree(partial, ignore_errors=True)
         components["model"].save_pretrained(partial)
         components["tokenizer"].save_pretrained(partial)
+        fetch_memory(version.run_id, partial)
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
     return RegistryModel(name=name, version=str(version.version), path=target)
+
+
+def fetch_memory(run_id: str | None, target: Path) -> None:
+    """Put the retrieval memory logged by the version's training run (if it has one) next to
+    the downloaded checkpoint, so the model sees the memory it was trained with."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    if not run_id:
+        return
+    try:
+        mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=f"{MEMORY_ARTIFACT}/{MEMORY_FILE}",
+                                            dst_path=str(target))
+    except (MlflowException, OSError):
+        return  # a version trained without a memory
+    downloaded = target / MEMORY_ARTIFACT / MEMORY_FILE
+    if downloaded.exists():
+        downloaded.replace(target / MEMORY_FILE)
+        shutil.rmtree(target / MEMORY_ARTIFACT, ignore_errors=True)
+
+
+def with_memory(memory: RetrievalMemory | None, examples: Sequence[WorldModelExample]) -> list[WorldModelExample]:
+    """Examples with the model's retrieval memory blocks (those that carry one keep theirs)."""
+    if memory is None:
+        return list(examples)
+    return [e if e.memory is not None else memory.annotate(e) for e in examples]
 
 
 class TransformersBackend:
@@ -91,6 +119,7 @@ class TransformersBackend:
     def __init__(self, model_dir: Path, max_new_tokens: int, batch_size: int, max_seq_len: int | None = None,
                  name: str = "transformers") -> None:
         self.model, self.tokenizer = load_local(model_dir)
+        self.memory = RetrievalMemory.load(model_dir)
         self.model_dir, self.name = Path(model_dir), name
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         self.max_seq_len = max_seq_len or int(getattr(self.model.config, "max_position_embeddings", 2048))
@@ -98,8 +127,8 @@ class TransformersBackend:
     def generate(self, examples: Sequence[WorldModelExample], temperature: float = 0.0) -> list[str]:
         from agentworld.evaluation.predict import generate_turns
 
-        return generate_turns(self.model, self.tokenizer, examples, self.max_new_tokens, self.batch_size,
-                              self.max_seq_len, progress=False, temperature=temperature)
+        return generate_turns(self.model, self.tokenizer, with_memory(self.memory, examples), self.max_new_tokens,
+                              self.batch_size, self.max_seq_len, progress=False, temperature=temperature)
 
 
 class VLLMBackend:
@@ -114,6 +143,7 @@ class VLLMBackend:
         on_gpu = torch.cuda.is_available()
         self.model_dir = Path(model_dir)
         load_local(model_dir)  # the same clear errors as transformers for a broken path
+        self.memory = RetrievalMemory.load(model_dir)
         self.llm = LLM(model=str(model_dir), dtype="auto" if on_gpu else "float32", max_model_len=max_seq_len,
                        gpu_memory_utilization=0.8 if on_gpu else 0.1, enforce_eager=not on_gpu, seed=0)
         self.tokenizer = self.llm.get_tokenizer()
@@ -126,7 +156,7 @@ class VLLMBackend:
         from agentworld.models.chat import fit_prompt
 
         budget = max(16, self.max_seq_len - self.max_new_tokens)
-        conversations = [fit_prompt(e, self.tokenizer, budget) for e in examples]
+        conversations = [fit_prompt(e, self.tokenizer, budget) for e in with_memory(self.memory, examples)]
         sampling = self.sampling if temperature <= 0 else self.sampling.clone()
         if temperature > 0:
             sampling.temperature = temperature

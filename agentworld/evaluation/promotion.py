@@ -30,7 +30,7 @@ def floor_violations(table: Mapping[str, Mapping[str, float]], floors: Mapping[s
     """`domain metric value < floor` for every domain (not `all`) below a floor."""
     return [f"{domain} {metric} {row[metric]:.4f} < floor {floor}"
             for domain, row in table.items() if domain != "all"
-            for metric, floor in floors.items() if row[metric] < floor]
+            for metric, floor in floors.items() if row[metric] is not None and row[metric] < floor]
 
 
 def baseline_losses(summary: Mapping[str, Any], metric: str, baselines: list[str]) -> list[str]:

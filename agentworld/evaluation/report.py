@@ -21,14 +21,15 @@ from agentworld.evaluation.metrics import exact_match, token_f1
 METRICS: tuple[str, ...] = (*DIMENSIONS, "judge_overall", "exact_match", "token_f1", "format_valid")
 
 
-def _mean(values: Sequence[float | None]) -> float:
-    """Mean over the values that apply (None: a judge dimension not applicable to that record)."""
+def _mean(values: Sequence[float | None]) -> float | None:
+    """Mean (4 decimals) over the values that apply (None: a judge dimension not applicable to
+    that record); None when none applies, which JSON writes as null and tables as n/a."""
     present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else float("nan")
+    return round(sum(present) / len(present), 4) if present else None
 
 
 def system_scores(records: Sequence[BenchRecord], predictions: Sequence[dict[str, Any]],
-                  judged: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+                  judged: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Per domain and `all`: dimensions 0-100 (each averaged over the records where it applies,
     n/a where it applies to none), judge_overall, exact match, token F1, format_valid, n."""
     buckets: dict[str, list[dict[str, float]]] = {}
@@ -41,7 +42,7 @@ def system_scores(records: Sequence[BenchRecord], predictions: Sequence[dict[str
         buckets.setdefault(record.domain, []).append(row)
         buckets.setdefault("all", []).append(row)
     return {
-        domain: {**{m: round(_mean([r[m] for r in rows]), 4) for m in METRICS}, "n": len(rows)}
+        domain: {**{m: _mean([r[m] for r in rows]) for m in METRICS}, "n": len(rows)}
         for domain, rows in sorted(buckets.items(), key=lambda kv: (kv[0] == "all", kv[0]))
     }
 
@@ -52,8 +53,8 @@ def by_turn(records: Sequence[BenchRecord], predictions: Sequence[dict[str, Any]
     for record, pred in zip(records, predictions):
         turns.setdefault(record.turn_idx, []).append(
             (exact_match(pred["prediction"], record.reference), token_f1(pred["prediction"], record.reference)))
-    return [{"turn": t, "exact_match": round(_mean([p[0] for p in pairs]), 4),
-             "token_f1": round(_mean([p[1] for p in pairs]), 4), "n": len(pairs)} for t, pairs in sorted(turns.items())]
+    return [{"turn": t, "exact_match": _mean([p[0] for p in pairs]),
+             "token_f1": _mean([p[1] for p in pairs]), "n": len(pairs)} for t, pairs in sorted(turns.items())]
 
 
 def worst_examples(records: Sequence[BenchRecord], predictions: Sequence[dict[str, Any]],
@@ -136,7 +137,7 @@ def write_plots(summary: Mapping[str, Any], out_dir: Path) -> list[Path]:
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     width = 0.8 / len(systems)
     for k, (name, table) in enumerate(systems.items()):
-        axes[0].bar([i + k * width for i in range(len(DIMENSIONS))], [table["all"][d] for d in DIMENSIONS], width, label=name)
+        axes[0].bar([i + k * width for i in range(len(DIMENSIONS))], [table["all"][d] or 0.0 for d in DIMENSIONS], width, label=name)
         domains = [d for d in systems["world_model"] if d != "all"]
         axes[1].bar([i + k * width for i in range(len(domains))], [table.get(d, {}).get("judge_overall", 0) for d in domains],
                     width, label=name)

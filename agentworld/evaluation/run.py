@@ -280,4 +280,4 @@ def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
             out[f"rollout.{system}.step{point['step'] + 1}.token_f1"] = point["token_f1"]
     for key, value in (summary.get("judge_agreement") or {}).items():
         out[f"judge_agreement.{key}"] = value
-    return {k: float(v) for k, v in out.items() if v == v}  # NaN (no ranking) is left out
+    return {k: float(v) for k, v in out.items() if v is not None and v == v}  # n/a and NaN (no ranking) left out

@@ -22,7 +22,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig, SFTTrainer
 
 from agentworld.config import DistributedParams, ModelParams, SftParams
-from agentworld.data.prompts import WorldModelExample
+from agentworld.data.prompts import WorldModelExample, user_turn
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,8 @@ def to_conversations(
         system = [{"role": "system", "content": turns[0].system}]
         window: list[dict[str, str]] = []
         for example in turns:
-            turn = [{"role": "user", "content": example.action}, *example.completion_messages()]
+            user = user_turn(example.action, example.memory_of(len(example.history)))
+            turn = [{"role": "user", "content": user}, *example.completion_messages()]
             if window and _length(tokenizer, system + window + turn) > max_seq_len:
                 conversations.append(system + window)
                 window = []

@@ -1,0 +1,71 @@
+"""Retrieval never sees held-out episodes: the memory shown to the world model and the retrieval
+baseline are built from the training split only, and on a downloaded AgentWorldBench directory
+(no training split) a record never retrieves from its own episode."""
+
+from __future__ import annotations
+
+import re
+
+from agentworld.config import BuildParams
+from agentworld.data.build import build_datasets, load_examples
+from agentworld.data.prompts import parse_observation
+from agentworld.data.retrieval import MEMORY_FILE, MEMORY_HEADER, RetrievalMemory, episode_of
+from agentworld.evaluation.awbench import read_bench
+from agentworld.evaluation.run import retrieval_generate
+from tests.helpers import make_transitions
+
+WORD = re.compile(r"\bw(\d+)_\d+\b")  # observations are w<episode>_<turn>: their episode is readable
+
+
+def episodes_in(text: str) -> set[int]:
+    return {int(m) for m in WORD.findall(text)}
+
+
+def test_memory_holds_the_training_split_and_no_example_sees_its_own_episode(tmp_path):
+    params = BuildParams(test_fraction=0.3, history_turns=3, retrieval_k=2)
+    build_datasets(make_transitions(episodes=30, turns=4), params, tmp_path)
+    train, test = load_examples(tmp_path / "sft" / "train.jsonl"), load_examples(tmp_path / "sft" / "test.jsonl")
+    train_episodes = {episode_of(e.id) for e in train}
+    test_episodes = {episode_of(e.id) for e in test}
+    assert train_episodes and test_episodes and not train_episodes & test_episodes
+
+    memory = RetrievalMemory.load(tmp_path / "sft")
+    assert memory is not None and memory.k == 2
+    assert memory.episodes == train_episodes  # the whole training split, nothing else
+
+    held_out_words = {int(e.split("-")[-1]) for e in test_episodes}
+    shown = 0
+    for example in train + test:
+        assert example.memory is not None and len(example.memory) == len(example.history) + 1
+        own = int(episode_of(example.id).split("-")[-1])
+        for block in example.memory:
+            if block:
+                shown += 1
+                assert block.startswith(MEMORY_HEADER)
+            seen = episodes_in(block)
+            assert own not in seen, (example.id, block)  # never the example's own episode
+            assert not seen & held_out_words, (example.id, block)  # never a held-out episode
+    assert shown > len(train)  # memory blocks are really shown, on history turns too
+
+    # The memory is what the model's prompt carries after each action.
+    messages = test[-1].prompt_messages()
+    assert messages[-1]["content"].startswith(test[-1].action + "\n\n" + MEMORY_HEADER)
+
+
+def test_no_memory_when_retrieval_is_off(tmp_path):
+    build_datasets(make_transitions(episodes=30), BuildParams(test_fraction=0.3, retrieval_k=0), tmp_path)
+    assert (tmp_path / "sft" / MEMORY_FILE).exists() and RetrievalMemory.load(tmp_path / "sft") is None
+    example = load_examples(tmp_path / "sft" / "test.jsonl")[-1]
+    assert example.memory is None and example.prompt_messages()[-1]["content"] == example.action
+
+
+def test_downloaded_benchmark_retrieval_leaves_the_episode_out(tmp_path):
+    build_datasets(make_transitions(episodes=30, turns=4), BuildParams(test_fraction=0.5, retrieval_k=0), tmp_path)
+    records = read_bench(tmp_path / "agentworldbench")
+    assert len({r.episode for r in records}) >= 5
+    generate = retrieval_generate(records, train=None)  # no training split: leave-episode-out
+    examples = [r.to_example() for r in records]
+    for record, turn in zip(records, generate(examples)):
+        own = int(record.episode.split("-")[-1])
+        predicted = parse_observation(turn)[0]
+        assert predicted and own not in episodes_in(predicted), (record.key, predicted)
