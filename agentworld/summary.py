@@ -66,6 +66,40 @@ def log_summary(root: Path, parent_run_id: str, domains: Sequence[str] | None = 
     return summary
 
 
+def _cell(row: dict[str, Any], metric: str) -> str:
+    low, high = row.get(f"{metric}_low"), row.get(f"{metric}_high")
+    interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+    return f"{row[metric]:.3f}{interval}"
+
+
+def baseline_comparison(evaluate: dict[str, Any], baselines: Sequence[str]) -> list[str]:
+    """The world model against the best baseline of each domain, per metric, with 95%
+    bootstrap intervals over records, and in how many domains it wins."""
+    if not baselines:
+        return []
+    lines = ["world model vs the best baseline per domain (95% bootstrap intervals over records):",
+             f"{'domain':12s} {'n':>4s}  {'token F1: world model':>24s} {'best baseline':>34s}  "
+             f"{'exact match: world model':>24s} {'best baseline':>34s}"]
+    wins = {"token_f1": 0, "exact_match": 0}
+    domains = [d for d in evaluate["world_model"] if d != "all"]
+    for domain in [*domains, "all"]:
+        mine = evaluate["world_model"][domain]
+        cells = []
+        for metric in wins:
+            best = max(baselines, key=lambda b: evaluate[b].get(domain, {}).get(metric, -1.0))
+            theirs = evaluate[best].get(domain, {})
+            if domain != "all" and mine[metric] > theirs.get(metric, -1.0):
+                wins[metric] += 1
+            cells.append(f"{_cell(mine, metric):>24s} {best + ' ' + _cell(theirs, metric):>34s}")
+        lines.append(f"{domain:12s} {mine.get('n', 0):4d}  " + "  ".join(cells))
+    judge = evaluate["world_model"]["all"]["judge_overall"]
+    best_judge = max(baselines, key=lambda b: evaluate[b]["all"]["judge_overall"])
+    lines.append(f"beats the best baseline in {wins['token_f1']}/{len(domains)} domains on token F1, "
+                 f"{wins['exact_match']}/{len(domains)} on exact match; judge overall {judge:.1f} vs "
+                 f"{best_judge} {evaluate[best_judge]['all']['judge_overall']:.1f}")
+    return lines
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     lines = ["", "=== AgentWorld pipeline summary ==="]
     collect, validate, train, evaluate = (summary.get(k) or {} for k in ("collect", "validate", "train", "evaluate"))
@@ -92,6 +126,7 @@ def render_summary(summary: dict[str, Any]) -> str:
                 cells.append(f"{v.get('judge_overall', float('nan')):6.1f} {v.get('exact_match', float('nan')):6.3f} "
                              f"{v.get('token_f1', float('nan')):6.3f}" if v else "n/a")
             lines.append(f"{domain:12s} " + " ".join(f"{c:>22s}" for c in cells))
+        lines += baseline_comparison(evaluate, [s for s in systems if s != "world_model"])
     promote = summary.get("promote") or {}
     if promote:
         verdict = "promoted to" if promote["promoted"] else "not promoted to"

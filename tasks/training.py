@@ -23,7 +23,7 @@ from agentworld.config import Params, TrainParams
 from agentworld.data.build import load_examples
 from agentworld.data.prompts import WorldModelExample
 from agentworld.data.retrieval import MEMORY_ARTIFACT, MEMORY_FILE
-from agentworld.models.factory import ModelLoadError, count_parameters, load_local
+from agentworld.models.factory import ModelLoadError, count_parameters, load_local, merged, with_lora
 from agentworld.tracking.registry import log_and_register
 from agentworld.tracking.runs import file_md5, lineage_tags, stage_run
 from agentworld.training.common import TrainResult, prepare_checkpoints
@@ -76,13 +76,17 @@ def run_training_stage(
     started = time.monotonic()
     with stage_run(stage, params, section, parent_run_id) as active:
         model, tokenizer, parent = prepare(paths, inputs)
+        model = with_lora(model, params.model)  # model.lora_r > 0: only LoRA adapters train
         fingerprint = {"data": inputs.data_md5, "model": params.model.model_dump(), stage: section.model_dump(),
                        "parent": parent.get("run_id"), **(extra_fingerprint or {})}
         resume = prepare_checkpoints(paths.checkpoints(stage), fingerprint, section.max_steps)
         n_params = count_parameters(model)
         mlflow.log_params({f"model.{k}": v for k, v in params.model.model_dump().items()})
-        mlflow.log_metrics({"model_parameters": n_params, "train_examples": len(inputs.train)})
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        mlflow.log_metrics({"model_parameters": n_params, "trainable_parameters": trainable,
+                            "train_examples": len(inputs.train)})
         result = train(model, tokenizer, inputs, paths.checkpoints(stage), resume)
+        model = merged(model)  # later stages and every backend load a plain checkpoint
 
         out = paths.stage_model(stage)
         out.mkdir(parents=True, exist_ok=True)

@@ -289,3 +289,22 @@ def test_both_judges_score_every_system_and_report_their_agreement(bench_workspa
     scored = runner.invoke(app, ["eval", "score", "--out", str(tmp_path / "eval")])
     assert scored.exit_code == 0, scored.output
     assert json.loads((tmp_path / "eval" / "summary.json").read_text())["systems"] == summary["systems"]
+
+
+def test_baseline_comparison_counts_wins_per_domain_against_the_best_baseline():
+    from agentworld.summary import baseline_comparison
+
+    def row(f1, em, judge=50.0):
+        return {"token_f1": f1, "exact_match": em, "judge_overall": judge, "n": 30,
+                "token_f1_low": f1 - 0.1, "token_f1_high": f1 + 0.1}
+
+    evaluate = {
+        "world_model": {"os": row(0.6, 0.5, 70), "mcp": row(0.2, 0.1), "all": row(0.4, 0.3, 70)},
+        "retrieval": {"os": row(0.5, 0.4), "mcp": row(0.3, 0.2), "all": row(0.4, 0.3, 60)},
+        "copy_previous": {"os": row(0.1, 0.6), "mcp": row(0.1, 0.0), "all": row(0.1, 0.3, 40)},
+    }
+    lines = baseline_comparison(evaluate, ["retrieval", "copy_previous"])
+    assert lines[-1].startswith("beats the best baseline in 1/2 domains on token F1, 0/2 on exact match")
+    assert "judge overall 70.0 vs retrieval 60.0" in lines[-1]
+    os_line = next(line for line in lines if line.startswith("os "))
+    assert "0.600 [0.500, 0.700]" in os_line and "copy_previous 0.600" in os_line

@@ -13,7 +13,7 @@ import tasks.build
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.experiments.stages import render, run_stages_experiment, summarise
-from agentworld.experiments.stats import mean_ci
+from agentworld.experiments.stats import bootstrap_ci, mean_ci
 from tasks.paths import StagePaths
 from tests.helpers import make_transitions
 
@@ -26,6 +26,16 @@ def test_mean_ci_matches_students_t_by_hand():
     assert math.isnan(mean_ci([0.3])[1])
     with pytest.raises(ValueError):
         mean_ci([])
+
+
+def test_bootstrap_ci_matches_the_normal_approximation_for_many_records():
+    values = [1.0] * 30 + [0.0] * 70  # exact match 0.3 on 100 records: se = sqrt(.3 * .7 / 100)
+    low, high = bootstrap_ci(values)
+    se = math.sqrt(0.3 * 0.7 / 100)
+    assert low == pytest.approx(0.3 - 1.96 * se, abs=0.02) and high == pytest.approx(0.3 + 1.96 * se, abs=0.02)
+    assert bootstrap_ci([0.5] * 5) == (0.5, 0.5)
+    with pytest.raises(ValueError):
+        bootstrap_ci([])
 
 
 def _result(em: float) -> dict:

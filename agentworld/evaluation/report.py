@@ -16,6 +16,7 @@ from typing import Any
 
 from agentworld.evaluation.awbench import BenchRecord
 from agentworld.evaluation.judge import DIMENSIONS
+from agentworld.experiments.stats import bootstrap_ci
 from agentworld.evaluation.metrics import exact_match, token_f1
 
 METRICS: tuple[str, ...] = (*DIMENSIONS, "judge_overall", "exact_match", "token_f1", "format_valid")
@@ -42,9 +43,21 @@ def system_scores(records: Sequence[BenchRecord], predictions: Sequence[dict[str
         buckets.setdefault(record.domain, []).append(row)
         buckets.setdefault("all", []).append(row)
     return {
-        domain: {**{m: _mean([r[m] for r in rows]) for m in METRICS}, "n": len(rows)}
+        domain: {**{m: _mean([r[m] for r in rows]) for m in METRICS}, **_intervals(rows), "n": len(rows)}
         for domain, rows in sorted(buckets.items(), key=lambda kv: (kv[0] == "all", kv[0]))
     }
+
+
+#: Metrics reported with a 95% bootstrap interval over records (`<metric>_low`, `<metric>_high`).
+INTERVAL_METRICS: tuple[str, ...] = ("judge_overall", "exact_match", "token_f1")
+
+
+def _intervals(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    out = {}
+    for metric in INTERVAL_METRICS:
+        low, high = bootstrap_ci([r[metric] for r in rows])
+        out[f"{metric}_low"], out[f"{metric}_high"] = round(low, 4), round(high, 4)
+    return out
 
 
 def by_turn(records: Sequence[BenchRecord], predictions: Sequence[dict[str, Any]]) -> list[dict[str, float]]:

@@ -1,10 +1,12 @@
-"""Mean and 95% confidence interval over seeds (Student's t: few seeds, unknown variance)."""
+"""Confidence intervals: over seeds (Student's t: few seeds, unknown variance) and over
+records (percentile bootstrap: many records, any distribution, e.g. exact match's 0/1)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from scipy import stats
 
 
@@ -18,3 +20,16 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
         return mean, math.nan
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     return mean, float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+
+
+def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
+                 seed: int = 0) -> tuple[float, float]:
+    """(low, high) percentile-bootstrap interval of the mean over records."""
+    if not len(values):
+        raise ValueError("bootstrap_ci: no values")
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
 from agentworld.config import DistributedParams, ModelParams, SftParams
@@ -79,6 +79,7 @@ def train_sft(
     eval_examples: Sequence[WorldModelExample] = (),
     resume_from: str | None = None,
     eval_conversations: int = 64,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> TrainResult:
     set_threads(params)
     if not params.reasoning:
@@ -95,7 +96,7 @@ def train_sft(
     )
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=sft_dataset(examples, tokenizer, model_params.max_seq_len),
-                         eval_dataset=eval_dataset)
+                         eval_dataset=eval_dataset, callbacks=list(callbacks) or None)
     if resume_from:
         log.info("resuming SFT from %s", resume_from)
     result = trainer.train(resume_from_checkpoint=resume_from)
