@@ -94,6 +94,10 @@ class BuildParams(_Section):
     retrieval_k: int = Field(1, ge=0, le=16)
     #: Characters of each retrieved observation shown.
     retrieval_max_chars: int = Field(400, ge=16)
+    #: Train the model to answer with a copy op (`[[copy memory 1]]`, `[[copy previous]]`) where
+    #: that source's observation has at least this token F1 with the real one (1.0: exact copies
+    #: only; agentworld/data/copying.py); null: always literal targets.
+    copy_min_f1: float | None = Field(None, gt=0, le=1)
 
 
 class ModelParams(_Section):

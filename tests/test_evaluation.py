@@ -308,3 +308,22 @@ def test_baseline_comparison_counts_wins_per_domain_against_the_best_baseline():
     assert "judge overall 70.0 vs retrieval 60.0" in lines[-1]
     os_line = next(line for line in lines if line.startswith("os "))
     assert "0.600 [0.500, 0.700]" in os_line and "copy_previous 0.600" in os_line
+
+
+def test_the_evaluated_sample_is_balanced_over_domains_and_fixed():
+    from agentworld.evaluation.awbench import BenchRecord
+    from agentworld.evaluation.run import sample_records
+
+    def records(domain: str, episodes: int) -> list[BenchRecord]:
+        return [BenchRecord.from_episode(domain, f"{domain}-{e}", "system", ["a", "b"], ["x", "y"], turn,
+                                         transition_id=f"{domain}-{e}:{turn - 1}")
+                for e in range(episodes) for turn in (1, 2)]
+
+    pool = records("terminal", 200) + records("textworld", 20) + records("mcp", 50)  # 400, 40, 100 records
+    sample = sample_records(pool, 120, seed=0)
+    counts = {d: sum(r.domain == d for r in sample) for d in ("terminal", "textworld", "mcp")}
+    assert counts == {"terminal": 40, "textworld": 40, "mcp": 40}   # not 89/9/22 as a plain random sample
+    assert sample_records(list(reversed(pool)), 120, seed=0) == sample  # the same records for every caller
+    small = sample_records(pool, 1000, seed=0)
+    assert len(small) == len(pool)
+    assert sum(r.domain == "textworld" for r in sample_records(pool, 300, seed=0)) == 40  # a small domain gives all

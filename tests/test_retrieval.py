@@ -36,7 +36,7 @@ def test_memory_holds_the_training_split_and_no_example_sees_its_own_episode(tmp
     held_out_words = {int(e.split("-")[-1]) for e in test_episodes}
     shown = 0
     for example in train + test:
-        assert example.memory is not None and len(example.memory) == len(example.history) + 1
+        assert example.memory is not None and len(example.memory) == 1  # the current action's
         own = int(episode_of(example.id).split("-")[-1])
         for block in example.memory:
             if block:
@@ -45,11 +45,13 @@ def test_memory_holds_the_training_split_and_no_example_sees_its_own_episode(tmp
             seen = episodes_in(block)
             assert own not in seen, (example.id, block)  # never the example's own episode
             assert not seen & held_out_words, (example.id, block)  # never a held-out episode
-    assert shown > len(train)  # memory blocks are really shown, on history turns too
+    assert shown > len(train) * 0.9  # memory blocks are really shown
 
-    # The memory is what the model's prompt carries after each action.
+    # The memory is what the model's prompt carries after the current action; earlier turns
+    # show their real observations and no memory.
     messages = test[-1].prompt_messages()
     assert messages[-1]["content"].startswith(test[-1].action + "\n\n" + MEMORY_HEADER)
+    assert [m["content"] for m in messages[1:-1:2]] == [action for action, _ in test[-1].history]
 
 
 def test_no_memory_when_retrieval_is_off(tmp_path):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from agentworld.config import BuildParams, CollectParams, ParamsError
+from agentworld.data.copying import best_copy
 from agentworld.data.io import read_jsonl, write_jsonl
 from agentworld.data.prompts import WorldModelExample, system_prompt
 from agentworld.data.retrieval import RetrievalMemory, episode_of
@@ -111,6 +113,8 @@ def example_record(example: WorldModelExample) -> dict[str, Any]:
         "observation": example.observation,
         "reasoning": example.reasoning,
         **({"memory": example.memory} if example.memory is not None else {}),
+        **({"retrieved": example.retrieved} if example.retrieved is not None else {}),
+        **({"target": example.target} if example.target is not None else {}),
     }
 
 
@@ -123,6 +127,15 @@ def with_memory(train: list[WorldModelExample], test: list[WorldModelExample], p
     memory = RetrievalMemory.from_examples(train, params.retrieval_k, params.retrieval_max_chars)
     return ([memory.annotate(e, exclude_episode=episode_of(e.id)) for e in train],
             [memory.annotate(e) for e in test], memory)
+
+
+def with_copy_targets(examples: list[WorldModelExample], min_f1: float | None) -> list[WorldModelExample]:
+    """Examples whose target is a copy op where a source this turn shows is close enough to the
+    real observation (both splits: the held-out loss then measures the trained objective; the
+    scored prediction is always the expanded text against the real observation)."""
+    if min_f1 is None:
+        return examples
+    return [replace(e, target=best_copy(e.observation, e.copy_sources(), min_f1)) for e in examples]
 
 
 def load_examples(path: str | Path) -> list[WorldModelExample]:
@@ -153,6 +166,7 @@ def build_datasets(transitions: list[Transition], params: BuildParams, out_dir: 
             "collect more episodes (collect.episodes_per_domain) or change build.test_fraction"
         )
     train, test, memory = with_memory(train, test, params)
+    train, test = with_copy_targets(train, params.copy_min_f1), with_copy_targets(test, params.copy_min_f1)
     RetrievalMemory.save_or_none(memory, out_dir / "sft", params.retrieval_max_chars)
     counts = {
         "train_examples": write_jsonl(out_dir / "sft" / "train.jsonl", map(example_record, train)),

@@ -1,8 +1,8 @@
 """World-model prompts in the Qwen-AgentWorld chat layout.
 
 system: the domain's world-model prompt plus the episode's task;
-user: the agent's action (earlier turns carry the history), followed by the retrieval memory's
-      most similar real transitions when the model was trained with one
+user: the agent's action (earlier turns carry the history); the current one is followed by the
+      retrieval memory's most similar real transitions when the model was trained with one
       (agentworld/data/retrieval.py);
 assistant: optional `<think>...</think>`, then `**Environment Observation:**` and the observation.
 """
@@ -10,6 +10,8 @@ assistant: optional `<think>...</think>`, then `**Environment Observation:**` an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from agentworld.data.copying import copy_sources
 
 OBSERVATION_MARKER = "**Environment Observation:**"
 
@@ -120,9 +122,18 @@ class WorldModelExample:
     action: str = ""
     observation: str = ""
     reasoning: str | None = None
-    #: Retrieved transitions per turn shown (each history turn, then the current action), or
-    #: None for a model without retrieval memory.
+    #: Rendered retrieved transitions of the last turns shown, oldest first (the retrieval
+    #: memory writes one, for the current action), or None for a model without retrieval memory.
     memory: list[str] | None = None
+    #: Full observations of the current action's retrieved transitions, most similar first:
+    #: what `[[copy memory N]]` copies (agentworld/data/copying.py).
+    retrieved: list[str] | None = None
+    #: The training target when it differs from the real observation (a copy op); None: literal.
+    target: str | None = None
+
+    def copy_sources(self) -> dict[str, str]:
+        """What this turn's copy ops stand for: the retrieved observations and the previous one."""
+        return copy_sources(self.history[-1][1] if self.history else None, self.retrieved)
 
     def memory_of(self, turn: int) -> str | None:
         """The memory block of history turn `turn` (len(history) = the current action)."""
@@ -143,4 +154,5 @@ class WorldModelExample:
         return messages
 
     def completion_messages(self) -> list[dict[str, str]]:
-        return [{"role": "assistant", "content": assistant_turn(self.observation, self.reasoning)}]
+        observation = self.observation if self.target is None else self.target
+        return [{"role": "assistant", "content": assistant_turn(observation, self.reasoning)}]

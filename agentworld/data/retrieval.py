@@ -100,14 +100,14 @@ class RetrievalMemory:
         return "\n".join(f"{MEMORY_HEADER}\n>>> {e.action}\n{e.observation[: self.max_chars]}" for e in entries)
 
     def annotate(self, example: WorldModelExample, exclude_episode: str | None = None) -> WorldModelExample:
-        """The example with a memory block for every turn it shows (each history turn and the
-        current action), each looked up from that turn's action and the turn before it."""
-        turns = [*example.history, (example.action, "")]
-        memory = []
-        for j, (action, _) in enumerate(turns):
-            previous = turns[j - 1] if j else None
-            memory.append(self.render(self.lookup(example.domain, action, previous, exclude_episode)))
-        return replace(example, memory=memory)
+        """The example with a memory block after its current action, looked up from the action
+        and the turn before it, and the retrieved observations in full (what copy ops copy).
+
+        Earlier turns show no memory: their real observations are already in the history, and
+        the context window is better spent on more of it."""
+        previous = example.history[-1] if example.history else None
+        found = self.lookup(example.domain, example.action, previous, exclude_episode)
+        return replace(example, memory=[self.render(found)], retrieved=[e.observation for e in found])
 
     def save(self, directory: str | Path) -> Path:
         return self.save_or_none(self, directory, self.max_chars)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from agentworld.data.copying import expand_copies
 from agentworld.data.prompts import WorldModelExample
 from agentworld.data.retrieval import MEMORY_ARTIFACT, MEMORY_FILE, RetrievalMemory
 from agentworld.models.factory import ModelLoadError, load_local
@@ -156,12 +157,14 @@ class VLLMBackend:
         from agentworld.models.chat import fit_prompt
 
         budget = max(16, self.max_seq_len - self.max_new_tokens)
-        conversations = [fit_prompt(e, self.tokenizer, budget) for e in with_memory(self.memory, examples)]
+        examples = with_memory(self.memory, examples)
+        conversations = [fit_prompt(e, self.tokenizer, budget) for e in examples]
         sampling = self.sampling if temperature <= 0 else self.sampling.clone()
         if temperature > 0:
             sampling.temperature = temperature
         outputs = self.llm.chat(conversations, sampling, use_tqdm=False)
-        return [o.outputs[0].text.split(IM_END, 1)[0] for o in outputs]
+        return [expand_copies(o.outputs[0].text.split(IM_END, 1)[0], e.copy_sources())
+                for o, e in zip(outputs, examples)]
 
 
 class OpenAIBackend:
@@ -202,7 +205,7 @@ class OpenAIBackend:
                 response = self.client.chat.completions.create(
                     model=self.model_name, messages=example.prompt_messages(history_turns=keep),
                     temperature=temperature, max_tokens=self.max_new_tokens)
-                return response.choices[0].message.content or ""
+                return expand_copies(response.choices[0].message.content or "", example.copy_sources())
             except openai.BadRequestError:
                 if keep == 0:
                     raise

@@ -8,6 +8,7 @@ import torch
 from tqdm import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from agentworld.data.copying import expand_copies
 from agentworld.data.prompts import WorldModelExample, parse_observation
 from agentworld.models.chat import fit_prompt
 from agentworld.models.tokenizer import IM_END
@@ -39,8 +40,8 @@ def generate_turns(
     progress: bool = True,
     temperature: float = 0.0,
 ) -> list[str]:
-    """The raw assistant turn (optional `<think>`, marker, observation) generated for each example;
-    greedy at temperature 0, sampled above it."""
+    """The assistant turn (optional `<think>`, marker, observation) generated for each example,
+    its copy ops expanded (agentworld/data/copying.py); greedy at temperature 0, sampled above it."""
     model.eval()
     if hasattr(model.config, "output_router_logits"):
         # MoE router logits are a training-time signal (aux loss); during cached generation
@@ -69,5 +70,6 @@ def generate_turns(
         new_tokens = generated[:, batch["input_ids"].shape[1]:]
         for i, ids in zip(idx, new_tokens):
             text = tokenizer.decode(ids, skip_special_tokens=False)
-            outputs[i] = text.split(IM_END, 1)[0].replace(tokenizer.pad_token, "")
+            text = text.split(IM_END, 1)[0].replace(tokenizer.pad_token, "")
+            outputs[i] = expand_copies(text, examples[i].copy_sources())
     return outputs

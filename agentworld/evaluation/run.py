@@ -93,11 +93,32 @@ def prepare_out_dir(out_dir: Path, fingerprint: dict[str, Any]) -> None:
     stamp.write_text(wanted)
 
 
+def domain_quotas(sizes: dict[str, int], limit: int) -> dict[str, int]:
+    """Records per domain for a sample of `limit`: equal shares, a small domain's unused share
+    going to the others, so every domain gets as many records as it can up to its fair share."""
+    quota, left = dict.fromkeys(sizes, 0), limit
+    while left > 0:
+        open_ = [d for d in sorted(sizes) if quota[d] < sizes[d]]
+        if not open_:
+            break
+        share = max(1, left // len(open_))
+        for domain in open_:
+            add = min(share, sizes[domain] - quota[domain], left)
+            quota[domain], left = quota[domain] + add, left - add
+    return quota
+
+
 def sample_records(records: Sequence[BenchRecord], limit: int | None, seed: int) -> list[BenchRecord]:
-    """A fixed seeded subset in id order, so every model is scored on the same records."""
+    """A fixed seeded subset in id order, so every model is scored on the same records; balanced
+    over domains, so that a per-domain comparison has as many records as the split allows."""
     if limit is None or len(records) <= limit:
         return sorted(records, key=lambda r: r.key)
-    return sorted(random.Random(seed).sample(list(records), limit), key=lambda r: r.key)
+    by_domain: dict[str, list[BenchRecord]] = {}
+    for record in sorted(records, key=lambda r: r.key):
+        by_domain.setdefault(record.domain, []).append(record)
+    rng = random.Random(seed)
+    quota = domain_quotas({d: len(rs) for d, rs in by_domain.items()}, limit)
+    return sorted((r for d in sorted(by_domain) for r in rng.sample(by_domain[d], quota[d])), key=lambda r: r.key)
 
 
 def records_md5(records: Sequence[BenchRecord]) -> str:
@@ -143,6 +164,9 @@ def untrained_generate(settings: EvaluateParams, model_dir: Path | None, model_p
             episodes = final_records(records, min_turns=1)[:2000]  # each holds its whole episode
             texts = [r.system_str for r in episodes] + [t for r in episodes for t in (*r.prompt, *r.response)]
             model, tokenizer = build_model(model_params.model_copy(update={"source": "scratch"}), texts)
+        # The config of a training checkpoint may carry use_cache off (training needs no KV
+        # cache); generating without one recomputes the whole prompt per token, 10x slower.
+        model.config.use_cache = model.generation_config.use_cache = True
         model.save_pretrained(target)
         tokenizer.save_pretrained(target)
     max_seq_len = model_params.max_seq_len if model_dir is None else None

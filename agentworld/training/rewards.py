@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentworld.data.copying import expand_copies
 from agentworld.data.prompts import parse_observation
 from agentworld.evaluation.judge import (
     ERROR_PHRASES, Judge, JudgeInput, JudgeScores, json_leaves, fact_match, layout_problems,
@@ -264,9 +265,10 @@ def trl_inputs(prompts: Sequence[Any], completions: Sequence[Any], columns: dict
     `observation` (the real observation, required), `domain` (required), and optionally `action`,
     `history` (list of [action, observation]) and `instruction`; when absent they are read from
     the conversational prompt (system prompt's task, user/assistant turns, last user message).
+    A `copy_sources` column (list of [op, text]) expands the completion's copy ops before scoring.
     """
     names = {"reference": "observation", "domain": "domain", "action": "action", "history": "history",
-             "instruction": "instruction", **(columns or {})}
+             "instruction": "instruction", "copy_sources": "copy_sources", **(columns or {})}
     for key in ("reference", "domain"):
         if names[key] not in kwargs:
             raise KeyError(f"the GRPO dataset needs a {names[key]!r} column (the {key}); columns given: "
@@ -280,7 +282,10 @@ def trl_inputs(prompts: Sequence[Any], completions: Sequence[Any], columns: dict
             history = [tuple(pair) for pair in kwargs[names["history"]][i]]
         if names["instruction"] in kwargs:
             instruction = kwargs[names["instruction"]][i]
-        inputs.append(JudgeInput(domain=kwargs[names["domain"]][i], generation=_content(completion),
+        generation = _content(completion)
+        if names["copy_sources"] in kwargs and kwargs[names["copy_sources"]][i]:
+            generation = expand_copies(generation, dict(kwargs[names["copy_sources"]][i]))
+        inputs.append(JudgeInput(domain=kwargs[names["domain"]][i], generation=generation,
                                  reference=kwargs[names["reference"]][i], action=action or "",
                                  history=tuple(history), instruction=instruction or ""))
     return inputs

@@ -68,6 +68,7 @@ def rl_dataset(examples: Sequence[WorldModelExample], tokenizer: PreTrainedToken
             "action": example.action,
             "instruction": instruction_of(example),
             "history": [list(pair) for pair in example.history[len(example.history) - kept:]] if kept else [],
+            "copy_sources": [list(pair) for pair in example.copy_sources().items()],
         })
     return Dataset.from_list(rows)
 

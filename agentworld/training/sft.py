@@ -23,6 +23,7 @@ from trl import SFTConfig, SFTTrainer
 
 from agentworld.config import DistributedParams, ModelParams, SftParams
 from agentworld.data.prompts import WorldModelExample, user_turn
+from agentworld.models.chat import fit_prompt
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,22 @@ def without_reasoning(examples: Sequence[WorldModelExample]) -> list[WorldModelE
     return [replace(e, reasoning=None) for e in examples]
 
 
-def sft_dataset(examples: Sequence[WorldModelExample], tokenizer: PreTrainedTokenizerBase, max_seq_len: int) -> Dataset:
+def turn_rows(examples: Sequence[WorldModelExample], tokenizer: PreTrainedTokenizerBase, max_seq_len: int,
+              max_new_tokens: int) -> list[dict[str, list[dict[str, str]]]]:
+    """One prompt-completion row per turn, the prompt cut to fit as at inference (`fit_prompt`).
+
+    Used with retrieval memory or copy-op targets: in an episode window an earlier turn would
+    show its memory block and its op where inference shows neither (only the real observation).
+    """
+    budget = max(16, max_seq_len - max_new_tokens)
+    return [{"prompt": fit_prompt(e, tokenizer, budget), "completion": e.completion_messages()} for e in examples]
+
+
+def sft_dataset(examples: Sequence[WorldModelExample], tokenizer: PreTrainedTokenizerBase, max_seq_len: int,
+                max_new_tokens: int = 96) -> Dataset:
+    """Episode windows; one row per turn with retrieval memory or copy ops (`turn_rows`)."""
+    if any(e.target is not None or e.memory is not None for e in examples):
+        return Dataset.from_list(turn_rows(examples, tokenizer, max_seq_len, max_new_tokens))
     return Dataset.from_list([{"messages": m} for m in to_conversations(examples, tokenizer, max_seq_len)])
 
 
