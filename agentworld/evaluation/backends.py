@@ -143,7 +143,12 @@ class VLLMBackend:
 
         on_gpu = torch.cuda.is_available()
         self.model_dir = Path(model_dir)
-        load_local(model_dir)  # the same clear errors as transformers for a broken path
+        model, _ = load_local(model_dir)  # the same clear errors as transformers for a broken path
+        # A context longer than the checkpoint's positions is refused by vLLM: use what it has.
+        positions = getattr(model.config, "max_position_embeddings", None)
+        if max_seq_len and positions:
+            max_seq_len = min(max_seq_len, int(positions))
+        del model
         self.memory = RetrievalMemory.load(model_dir)
         self.llm = LLM(model=str(model_dir), dtype="auto" if on_gpu else "float32", max_model_len=max_seq_len,
                        gpu_memory_utilization=0.8 if on_gpu else 0.1, enforce_eager=not on_gpu, seed=0)
