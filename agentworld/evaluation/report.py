@@ -16,8 +16,8 @@ from typing import Any
 
 from agentworld.evaluation.awbench import BenchRecord
 from agentworld.evaluation.judge import DIMENSIONS
-from agentworld.experiments.stats import bootstrap_ci
 from agentworld.evaluation.metrics import exact_match, token_f1
+from agentworld.experiments.stats import bootstrap_ci
 
 METRICS: tuple[str, ...] = (*DIMENSIONS, "judge_overall", "exact_match", "token_f1", "format_valid")
 
