@@ -204,10 +204,12 @@ class AirflowStack:
                 parts.append(f"--- {ti['task_id']}[{ti['map_index']}] try {ti['try_number']}\n{log[-4000:]}")
         return "\n".join(parts)
 
-    def asset_events(self, uri: str | None = None) -> list[dict[str, Any]]:
-        params = {"limit": 1000}
-        events = self.client.get("/assets/events", params=params).json()["asset_events"]
-        return [e for e in events if uri is None or e["uri"] == uri]
+    def asset_events(self, source_run_id: str) -> list[dict[str, Any]]:
+        """The Asset events that one DAG run emitted."""
+        response = self.client.get("/assets/events", params={"source_run_id": source_run_id, "limit": 100})
+        if response.status_code != 200:
+            raise RuntimeError(f"GET /assets/events: {response.status_code} {response.text}")
+        return response.json()["asset_events"]
 
     def run_dag(self, dag_id: str, conf: dict[str, Any], timeout: float = 900) -> tuple[dict[str, Any], dict[str, str]]:
         """Unpause, trigger, wait: the run as the API reports it, and each task instance's state."""

@@ -100,16 +100,18 @@ def test_collect_and_validate_every_domain_then_world_model_training_runs_from_i
     run_dir = stack.run_dir(run["dag_run_id"])
     for domain in domains:
         assert json.loads((run_dir / "reports" / "collect" / f"{domain}.json").read_text())["episodes"] == 10
-    events = {e["uri"]: e for e in stack.asset_events() if e["source_run_id"] == run["dag_run_id"]}
-    assert events[VALIDATED]["extra"]["run_id"] == run["dag_run_id"]
-    assert sorted(events[VALIDATED]["extra"]["domains"]) == sorted(domains)
-    for domain in domains:
-        assert events[f"agentworld://datasets/validated/{domain}"]["extra"]["clean_rows"] > 0
-
     # The Asset event schedules world_model_training on exactly what the run published.
     training = _wait_for_new_run(stack, "world_model_training", before)
     assert training["run_type"] == "asset_triggered"
     finished = stack.wait_for_run("world_model_training", training["dag_run_id"], timeout=1500)
+    # Read the events once the run they created has started: Airflow 3.3's GET /assets/events
+    # answers 500 while an event's asset-triggered run is still queued (its start_date is null).
+    events = {e["uri"]: e for e in stack.asset_events(source_run_id=run["dag_run_id"])}
+    assert events[VALIDATED]["extra"]["run_id"] == run["dag_run_id"]
+    assert sorted(events[VALIDATED]["extra"]["domains"]) == sorted(domains)
+    assert [r["run_id"] for r in events[VALIDATED]["created_dagruns"]] == [training["dag_run_id"]]
+    for domain in domains:
+        assert events[f"agentworld://datasets/validated/{domain}"]["extra"]["clean_rows"] > 0
     states = stack.task_states("world_model_training", training["dag_run_id"])
     assert finished["state"] == "success", f"{states}\n{stack.failure_logs('world_model_training', finished['dag_run_id'])}"
     assert set(states) == {"prepare", "start", "corpora", "build", "cpt", "gate_cpt", "sft", "gate_sft", "rl",
