@@ -71,3 +71,35 @@ def test_downloaded_benchmark_retrieval_leaves_the_episode_out(tmp_path):
         own = int(record.episode.split("-")[-1])
         predicted = parse_observation(turn)[0]
         assert predicted and own not in episodes_in(predicted), (record.key, predicted)
+
+
+def _turn(episode: str, turn: int, action: str, observation: str, previous: tuple[str, str] | None = None):
+    from agentworld.data.prompts import WorldModelExample
+
+    return WorldModelExample(id=f"{episode}:{turn}", domain="terminal", system="s", action=action,
+                             observation=observation, history=[previous] if previous else [])
+
+
+def test_the_same_action_ranks_first_and_the_memory_says_so():
+    """A long previous observation must not outweigh the action itself (seen on real Terminal
+    data: `echo $HOME` retrieved `echo "$DB_PASSWORD" > token.txt` ahead of a real `echo $HOME`)."""
+    env_dump = ("env | sort", "DB_PASSWORD=hunter2\nHOME=/home/agent\nPATH=/usr/bin\nUSER=agent")
+    train = [_turn("a", 1, 'echo "$DB_PASSWORD" > token.txt', "", env_dump),
+             _turn("b", 1, "echo $HOME", "/home/agent\n", ("ls", "notes.txt"))]
+    memory = RetrievalMemory.from_examples(train, k=2)
+    query = _turn("c", 1, "echo $HOME", "/home/agent\n", env_dump)
+    assert [e.action for e in memory.lookup("terminal", query.action, query.history[-1])] == \
+        ["echo $HOME", 'echo "$DB_PASSWORD" > token.txt']
+    block = memory.annotate(query).memory[0]
+    assert block.startswith(f"{MEMORY_HEADER} (same action)\n>>> echo $HOME\n/home/agent")
+    assert f"{MEMORY_HEADER}\n>>> echo \"$DB_PASSWORD\"" in block  # a different action: no note
+
+
+def test_the_retrieval_baseline_is_the_first_neighbour_the_world_model_is_shown(tmp_path):
+    from agentworld.evaluation.baselines import RetrievalBaseline
+
+    build_datasets(make_transitions(episodes=30, turns=4), BuildParams(test_fraction=0.3, retrieval_k=2), tmp_path)
+    train, test = load_examples(tmp_path / "sft" / "train.jsonl"), load_examples(tmp_path / "sft" / "test.jsonl")
+    predicted = RetrievalBaseline(train).predict(test)
+    assert predicted == [e.retrieved[0] if e.retrieved else "" for e in test]
+    assert sum(bool(p) for p in predicted) > len(test) * 0.9

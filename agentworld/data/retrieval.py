@@ -53,6 +53,14 @@ def query_text(action: str, previous: tuple[str, str] | None) -> str:
     return f"{action} {action} {before}"
 
 
+#: Added to the TF-IDF cosine (at most 1) of a transition whose action is the query's action
+#: to the letter, so those rank first, ordered by how alike the turn before them is. Without
+#: it a long previous observation outweighs the action: `echo $HOME` retrieved
+#: `echo "$DB_PASSWORD" > token.txt` ahead of a real `echo $HOME`.
+SAME_ACTION_BONUS = 1.0
+SAME_ACTION_NOTE = " (same action)"
+
+
 class RetrievalMemory:
     """Per-domain TF-IDF index over training transitions; `k` neighbours per lookup."""
 
@@ -68,6 +76,7 @@ class RetrievalMemory:
                                                          self.entries[i].previous_observation)) for i in rows]
             self._index[domain] = (vectorizer, vectorizer.fit_transform(texts), rows)
         self._episodes = np.array([e.episode for e in self.entries])
+        self._actions = np.array([e.action for e in self.entries], dtype=object)
 
     @classmethod
     def from_examples(cls, train: Sequence[WorldModelExample], k: int = 1, max_chars: int = 400) -> RetrievalMemory:
@@ -84,20 +93,24 @@ class RetrievalMemory:
 
     def lookup(self, domain: str, action: str, previous: tuple[str, str] | None,
                exclude_episode: str | None = None) -> list[MemoryEntry]:
-        """The `k` most similar transitions of `domain` (none from `exclude_episode`); fewer when
-        nothing shares a token with the query."""
+        """The `k` most similar transitions of `domain` (none from `exclude_episode`): the same
+        action first, then TF-IDF similarity of action and previous turn; fewer when nothing
+        shares a token with the query."""
         if domain not in self._index:
             return []
         vectorizer, matrix, rows = self._index[domain]
         scores = (vectorizer.transform([query_text(action, previous)]) @ matrix.T).toarray()[0]
+        scores += SAME_ACTION_BONUS * (self._actions[rows] == action)
         if exclude_episode is not None:
             scores[self._episodes[rows] == exclude_episode] = -1.0
         best = np.argsort(-scores, kind="stable")[: self.k]
         return [self.entries[rows[i]] for i in best if scores[i] > 0]
 
-    def render(self, entries: Sequence[MemoryEntry]) -> str:
-        """The memory block a user turn carries after its action."""
-        return "\n".join(f"{MEMORY_HEADER}\n>>> {e.action}\n{e.observation[: self.max_chars]}" for e in entries)
+    def render(self, entries: Sequence[MemoryEntry], action: str | None = None) -> str:
+        """The memory block a user turn carries after its action; a transition of the same
+        action says so in its header, a cue a small model cannot easily compute itself."""
+        return "\n".join(f"{MEMORY_HEADER}{SAME_ACTION_NOTE if e.action == action else ''}\n>>> {e.action}\n"
+                         f"{e.observation[: self.max_chars]}" for e in entries)
 
     def annotate(self, example: WorldModelExample, exclude_episode: str | None = None) -> WorldModelExample:
         """The example with a memory block after its current action, looked up from the action
@@ -107,7 +120,7 @@ class RetrievalMemory:
         the context window is better spent on more of it."""
         previous = example.history[-1] if example.history else None
         found = self.lookup(example.domain, example.action, previous, exclude_episode)
-        return replace(example, memory=[self.render(found)], retrieved=[e.observation for e in found])
+        return replace(example, memory=[self.render(found, example.action)], retrieved=[e.observation for e in found])
 
     def save(self, directory: str | Path) -> Path:
         return self.save_or_none(self, directory, self.max_chars)

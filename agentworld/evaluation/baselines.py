@@ -4,51 +4,50 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
-
 from agentworld.data.prompts import WorldModelExample
+from agentworld.data.retrieval import MemoryEntry, RetrievalMemory
 
 
-def retrieval_context(example: WorldModelExample, history_turns: int = 1) -> str:
-    """What the retriever compares: the action (weighted twice) and the latest turns of history."""
-    recent = example.history[-history_turns:] if history_turns else []
-    past = " ".join(f"{a} {o}" for a, o in recent)
-    return f"{example.action} {example.action} {past}"
+def _previous(example: WorldModelExample) -> tuple[str, str] | None:
+    return example.history[-1] if example.history else None
 
 
 class RetrievalBaseline:
-    """Nearest-neighbour world model: the observation of the most similar training context."""
+    """Nearest-neighbour world model: the observation of the most similar training transition.
 
-    def __init__(self, train: Sequence[WorldModelExample], history_turns: int = 1) -> None:
+    It is the first neighbour of the world model's own retrieval memory
+    (agentworld/data/retrieval.py: the same action first, then TF-IDF over action and previous
+    turn), so a world model that sees that memory is scored against exactly the lookup it is
+    shown, and a better lookup raises this floor too."""
+
+    def __init__(self, train: Sequence[WorldModelExample]) -> None:
         if not train:
             raise ValueError("retrieval baseline needs at least one training example")
-        self.history_turns = history_turns
-        self.vectorizer = TfidfVectorizer(token_pattern=r"[^\s]+", sublinear_tf=True, lowercase=False)
-        self.index = self.vectorizer.fit_transform([retrieval_context(e, history_turns) for e in train])
-        self.observations = [e.observation for e in train]
+        self.memory = RetrievalMemory.from_examples(train, k=1)
+
+    def first(self, example: WorldModelExample, exclude_episode: str | None = None) -> str:
+        found = self.memory.lookup(example.domain, example.action, _previous(example), exclude_episode)
+        return found[0].observation if found else ""
 
     def predict(self, examples: Sequence[WorldModelExample]) -> list[str]:
-        queries = self.vectorizer.transform([retrieval_context(e, self.history_turns) for e in examples])
-        best = (queries @ self.index.T).toarray().argmax(axis=1)
-        return [self.observations[i] for i in best]
+        return [self.first(e) for e in examples]
 
 
 class LeaveEpisodeOutRetrieval(RetrievalBaseline):
     """Retrieval when no training split exists (a downloaded benchmark): the index is the
     evaluated records themselves, and a query never retrieves from its own episode."""
 
-    def __init__(self, pool: Sequence[WorldModelExample], episodes: Sequence[str], history_turns: int = 1) -> None:
-        super().__init__(pool, history_turns)
-        self.pool_episodes = list(episodes)
+    def __init__(self, pool: Sequence[WorldModelExample], episodes: Sequence[str]) -> None:
+        if not pool:
+            raise ValueError("retrieval baseline needs at least one record")
+        entries = [MemoryEntry(domain=e.domain, episode=episode, action=e.action, observation=e.observation,
+                               previous_action=(_previous(e) or ("", ""))[0],
+                               previous_observation=(_previous(e) or ("", ""))[1])
+                   for e, episode in zip(pool, episodes, strict=True)]
+        self.memory = RetrievalMemory(entries, k=1)
 
     def predict_excluding(self, examples: Sequence[WorldModelExample], episodes: Sequence[str]) -> list[str]:
-        queries = self.vectorizer.transform([retrieval_context(e, self.history_turns) for e in examples])
-        scores = (queries @ self.index.T).toarray()
-        pool = np.array(self.pool_episodes)
-        for row, episode in enumerate(episodes):
-            scores[row, pool == episode] = -1.0
-        return [self.observations[i] if scores[row, i] >= 0 else "" for row, i in enumerate(scores.argmax(axis=1))]
+        return [self.first(e, episode) for e, episode in zip(examples, episodes, strict=True)]
 
 
 def copy_previous(examples: Sequence[WorldModelExample]) -> list[str]:
