@@ -51,6 +51,9 @@ CONFIGS: dict[str, dict] = {
 }
 
 
+WARMUP_STEPS = 20
+
+
 class WallClockBudget(TrainerCallback):
     """Stops training once `seconds` of training wall clock have passed."""
 
@@ -82,8 +85,11 @@ def run_config(name: str, train, test, args) -> dict:
     texts = [e.system for e in train[:200]] + [f"{e.action}\n{e.observation}" for e in train]
     model, tokenizer = build_model(params, texts, seed=0)
     model = with_lora(model, params)
+    # Warm-up is a step count: a ratio of --max-steps (100,000 when the wall clock decides) would
+    # keep the learning rate near zero for the whole budget.
     sft = SftParams(max_steps=args.max_steps, batch_size=args.batch_size, learning_rate=spec["lr"],
-                    warmup_ratio=0.05, save_steps=10**6, logging_steps=10, threads=2, reasoning=False)
+                    warmup_ratio=min(0.5, WARMUP_STEPS / args.max_steps), save_steps=10**6, logging_steps=10,
+                    threads=2, reasoning=False)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
         result = train_sft(model, tokenizer, train, sft, params, DistributedParams(), Path(out),
