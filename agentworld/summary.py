@@ -9,6 +9,8 @@ from typing import Any
 
 import mlflow
 
+from agentworld.evaluation.rollout import describe_crossings
+
 
 def _read(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
@@ -127,6 +129,8 @@ def render_summary(summary: dict[str, Any]) -> str:
                              f"{v.get('token_f1', float('nan')):6.3f}" if v else "n/a")
             lines.append(f"{domain:12s} " + " ".join(f"{c:>22s}" for c in cells))
         lines += baseline_comparison(evaluate, [s for s in systems if s != "world_model"])
+        if evaluate.get("rollout_below_baseline_from"):
+            lines.append(describe_crossings(evaluate["rollout_below_baseline_from"], evaluate["rollout_steps"]))
     promote = summary.get("promote") or {}
     if promote:
         verdict = "promoted to" if promote["promoted"] else "not promoted to"

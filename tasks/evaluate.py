@@ -30,7 +30,9 @@ def dvc_metrics(summary: dict[str, Any], stage: str) -> dict[str, Any]:
     return {**summary["systems"], "examples": summary["data"]["records"], "format_valid": model["all"]["format_valid"],
             "primary_judge": summary["primary_judge"], "stage": stage,
             "registered_version": int(summary["model"]["registered_version"]) if summary["model"]["registered_version"] else None,
-            "rollout": {name: points[-1]["token_f1"] for name, points in summary["rollout"].items()}}
+            "rollout": {name: points[-1]["token_f1"] for name, points in summary["rollout"].items()},
+            "rollout_steps": len(summary["rollout"].get("world_model", [])),
+            "rollout_below_baseline_from": summary.get("rollout_below_baseline_from") or {}}
 
 
 def write_dvc_plots(paths: StagePaths, summary: dict[str, Any]) -> list[Path]:

@@ -102,6 +102,26 @@ def test_the_simulators_success_judges(tiny_dir):
         sim_success("oracle")
 
 
+def test_wm2real_replays_simulated_actions_on_the_same_real_task():
+    from agentworld.agents.episodes import Episode, task_options
+    from agentworld.agents.wm2real import replay
+
+    real = make_env("terminal")
+    tasks = RealTaskSource("terminal")
+    sim = WorldModelEnv("terminal", StubWorldModel("done"), tasks)
+    try:
+        sim.reset(seed=5, options=task_options(TEMPLATES, 5))
+        task = sim.task
+        solved = Episode(5, task.task_id, None, tokens=None, simulated=True, actions=list(task.solution))
+        assert replay(solved, real, TEMPLATES) is True
+        assert real.task.task_id == task.task_id  # the same seed gives the real env the same task
+        assert replay(Episode(5, task.task_id, None, tokens=None, simulated=True, actions=["ls"]), real,
+                      TEMPLATES) is False
+    finally:
+        real.close()
+        tasks.close()
+
+
 def test_bc_demonstrations_are_successful_real_episodes_ending_in_submit(tmp_path):
     demos, steps = scripted_demos("terminal", 3, first_seed=11, templates=TEMPLATES, max_steps=4)
     assert len(demos) == 3 and steps >= 3
@@ -197,6 +217,14 @@ def test_sim_rl_experiment_registers_agents_with_their_world_model(tmp_path, mlf
     episodes = [json.loads(line) for line in
                 next(tmp_path.glob("runs/experiments/sim_rl/*/seed0/bc/real_episodes.jsonl")).read_text().splitlines()]
     assert len(episodes) == params.agent.eval_episodes and all(not e["simulated"] for e in episodes)
+    # WM2Real: every evaluation task also played inside the world model and replayed for real
+    replays = [json.loads(line) for line in
+               next(tmp_path.glob("runs/experiments/sim_rl/*/seed0/bc/wm2real_episodes.jsonl")).read_text().splitlines()]
+    assert [r["seed"] for r in replays] == [e["seed"] for e in episodes]
+    bc = table["bc"]
+    assert bc["wm2real.sim_success_rate"]["values"] == [sum(r["sim_success"] for r in replays) / len(replays)]
+    assert bc["wm2real.real_success_rate"]["values"] == [sum(r["real_success"] for r in replays) / len(replays)]
+    assert "WM2Real" in report and "bc_rl_sim.wm2real.agreement.mean" in parent.data.metrics
 
 
 def test_a_missing_world_model_is_named_by_its_setting(tmp_path, mlflow_store):

@@ -187,6 +187,9 @@ def test_eval_cli_scores_the_champion_with_baselines_and_compares_versions(bench
         assert 0.0 <= table["all"]["exact_match"] <= table["all"]["token_f1"] + 1e-9 <= 1.0 + 1e-9
     assert "| domain | n | format | factuality | consistency | realism | quality |" in result.output
     assert summary["rollout"]["world_model"] and summary["by_turn"]["untrained"]
+    assert set(summary["rollout_below_baseline_from"]) == {"retrieval", "copy_previous", "untrained"}
+    steps = len(summary["rollout"]["world_model"])
+    assert f"Free-running over {steps} steps, the world model is" in (out / "summary.md").read_text()
     for name in ("predictions/world_model.jsonl", "judged/local/untrained.jsonl", "worst_examples.md",
                  "plots/judge_dimensions.png", "plots/rollout.png", "data/terminal_test.jsonl"):
         assert (out / name).exists(), name

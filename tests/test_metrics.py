@@ -42,3 +42,17 @@ def test_retrieval_returns_observation_of_most_similar_context():
     assert baseline.predict([_ex("cat notes.txt", "?"), _ex("pwd", "?")]) == ["hello", "/workspace"]
     # It can only recall: an unseen echo gets a recalled observation, never the new word.
     assert baseline.predict([_ex("echo zebra", "zebra")]) != ["zebra"]
+
+
+def test_rollout_crossing_is_the_first_step_below_each_baseline():
+    from agentworld.evaluation.rollout import crossings, describe_crossings
+
+    def points(*f1s):
+        return [{"step": i, "token_f1": f, "exact_match": 0.0, "n": 4} for i, f in enumerate(f1s)]
+
+    curves = {"world_model": points(0.6, 0.5, 0.2, 0.4), "retrieval": points(0.5, 0.5, 0.3, 0.3),
+              "copy_previous": points(0.1, 0.1, 0.1, 0.1), "untrained": points(0.7, 0.0, 0.0, 0.0)}
+    found = crossings(curves)
+    assert found == {"retrieval": 3, "copy_previous": None, "untrained": 1}  # a tie (step 2) is not below
+    assert describe_crossings(found, 4) == ("Free-running over 4 steps, the world model is below retrieval from "
+                                            "step 3; never below copy_previous; below untrained from step 1.")

@@ -38,7 +38,8 @@ def pipeline_copy(tmp_path_factory):
 
 def test_pipeline_prints_summary_and_writes_metrics(pipeline_copy):
     root, env, first = pipeline_copy
-    for line in ("transitions collected", "rows validated", "model registered", "world_model", "retrieval"):
+    for line in ("transitions collected", "rows validated", "model registered", "world_model", "retrieval",
+                 "Free-running over"):
         assert line in first.stdout
     metrics = json.loads(_run(["dvc", "metrics", "show", "--json"], root, env).stdout)
     flat = json.dumps(metrics)

@@ -22,6 +22,7 @@ from agentworld.agents.episodes import Episode, play, summarise
 from agentworld.agents.policy import LMAgent
 from agentworld.agents.rl import train_rl
 from agentworld.agents.success import sim_success
+from agentworld.agents.wm2real import wm2real
 from agentworld.config import Params
 from agentworld.envs.base import TextEnv
 from agentworld.envs.registry import make_env
@@ -93,6 +94,22 @@ def evaluate_real(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pa
         for env in envs:
             env.close()
     return summarise(episodes), episodes
+
+
+def evaluate_wm2real(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, params: Params,
+                     world_model: WorldModel) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """The same held-out tasks played greedily inside the world model, each episode's actions
+    replayed in the real environment (agentworld/agents/wm2real.py)."""
+    settings = params.agent
+    agent = LMAgent(model, tokenizer, settings.domain, max_new_tokens=settings.max_new_tokens,
+                    observation_chars=settings.observation_chars)
+    make_sim, close = environment_factory(params, world_model, "sim")
+    try:
+        return wm2real(agent, make_sim, lambda: make_env(settings.domain, params.sandbox),
+                       [settings.eval_seed + k for k in range(settings.eval_episodes)], max_steps=settings.max_steps,
+                       templates=settings.templates, judge=sim_success(settings.rl.sim_success), batch=EVAL_BATCH)
+    finally:
+        close()
 
 
 def environment_factory(params: Params, world_model: WorldModel, rl_env: str) -> tuple[Callable[[], TextEnv], Callable[[], None]]:
@@ -181,12 +198,16 @@ def evaluate_and_register(params: Params, root: Path, out_dir: Path, run_id: str
     metrics = json.loads((out_dir / "train.json").read_text())
     started = time.monotonic()
     real, episodes = evaluate_real(model, tokenizer, params)
-    evaluated = {**{f"real.{k}": v for k, v in real.items()}, "eval_wall_s": time.monotonic() - started}
+    transfer, replays = evaluate_wm2real(model, tokenizer, params, world_model)
+    evaluated = {**{f"real.{k}": v for k, v in real.items()}, **{f"wm2real.{k}": v for k, v in transfer.items()},
+                 "eval_wall_s": time.monotonic() - started}
     (out_dir / "real_episodes.jsonl").write_text("".join(json.dumps(e.as_record()) + "\n" for e in episodes))
+    (out_dir / "wm2real_episodes.jsonl").write_text("".join(json.dumps(row) + "\n" for row in replays))
     version = None
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics(evaluated)
         mlflow.log_artifact(str(out_dir / "real_episodes.jsonl"), artifact_path="eval")
+        mlflow.log_artifact(str(out_dir / "wm2real_episodes.jsonl"), artifact_path="eval")
         if register:
             version_tags = {"world_model": world_model.label, "rl_env": settings.rl.env, "domain": settings.domain,
                             "init": "model_path" if settings.model_path else settings.init, "run_id": run_id,
@@ -194,8 +215,9 @@ def evaluate_and_register(params: Params, root: Path, out_dir: Path, run_id: str
             if world_model.registered:
                 version_tags["world_model_version"] = world_model.registered.version
             version = log_and_register(model, tokenizer, settings.registered_model, version_tags)
-    log.info("%s: real success %.3f, steps %.2f, invalid %.3f", run_name(params), real["success_rate"],
-             real["mean_steps"], real["invalid_action_rate"])
+    log.info("%s: real success %.3f, steps %.2f, invalid %.3f; WM2Real: simulator says %.3f, the same actions "
+             "really succeed %.3f", run_name(params), real["success_rate"], real["mean_steps"],
+             real["invalid_action_rate"], transfer["sim_success_rate"], transfer["real_success_rate"])
     return {"run_id": run_id, "name": run_name(params), "version": version, "world_model": world_model.label,
             "metrics": {**metrics, **evaluated}}
 

@@ -17,6 +17,7 @@ from typing import Any
 from agentworld.evaluation.awbench import BenchRecord
 from agentworld.evaluation.judge import DIMENSIONS
 from agentworld.evaluation.metrics import exact_match, token_f1
+from agentworld.evaluation.rollout import describe_crossings
 from agentworld.experiments.stats import bootstrap_ci
 
 METRICS: tuple[str, ...] = (*DIMENSIONS, "judge_overall", "exact_match", "token_f1", "format_valid")
@@ -118,6 +119,8 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         for step in range(steps):
             cells = [_fmt(c[step]["token_f1"]) if step < len(c) else "" for c in rollout.values()]
             lines.append(f"| {step + 1} | " + " | ".join(cells) + " |")
+        if summary.get("rollout_below_baseline_from"):
+            lines += ["", describe_crossings(summary["rollout_below_baseline_from"], steps)]
     agreement = summary.get("judge_agreement")
     if agreement:
         lines += ["", "## Judge agreement (Spearman rank correlation, local vs LLM judge)", "",

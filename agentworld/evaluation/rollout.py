@@ -53,3 +53,25 @@ def curve(rows: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
          "token_f1": sum(r["token_f1"] for r in group) / len(group), "n": len(group)}
         for step, group in sorted(steps.items())
     ]
+
+
+def crossings(curves: dict[str, list[dict[str, float]]], model: str = "world_model",
+              metric: str = "token_f1") -> dict[str, int | None]:
+    """Per baseline, the first rollout step (1-indexed) at which the free-running model scores
+    below that baseline's own free-running curve on `metric`; None when it never does within the
+    horizon. Where a teacher-forced win turns into a loss once errors compound, this says when."""
+    ours = {int(p["step"]): p[metric] for p in curves.get(model, [])}
+    out: dict[str, int | None] = {}
+    for name, points in curves.items():
+        if name == model:
+            continue
+        below = [int(p["step"]) for p in points if int(p["step"]) in ours and ours[int(p["step"])] < p[metric]]
+        out[name] = min(below) + 1 if below else None
+    return out
+
+
+def describe_crossings(found: dict[str, int | None], horizon: int) -> str:
+    """One sentence for reports: where the world model's rollout falls below each baseline's."""
+    parts = [f"below {name} from step {step}" if step else f"never below {name}"
+             for name, step in found.items()]
+    return f"Free-running over {horizon} steps, the world model is " + "; ".join(parts) + "."

@@ -33,7 +33,7 @@ from agentworld.evaluation.baselines import LeaveEpisodeOutRetrieval, RetrievalB
 from agentworld.evaluation.infer import Generate, infer
 from agentworld.evaluation.judge import DIMENSIONS, rank_agreement
 from agentworld.evaluation.judging import judge_predictions, make_judges
-from agentworld.evaluation.rollout import curve, rollout
+from agentworld.evaluation.rollout import crossings, curve, rollout
 
 
 #: Generation cap of the untrained baseline (see `untrained_generate`).
@@ -268,6 +268,7 @@ def score_step(records: Sequence[BenchRecord], settings: EvaluateParams, out_dir
         "systems": {name: report.system_scores(records, predictions[name], judged[primary][name]) for name in systems},
         "by_turn": {name: report.by_turn(records, predictions[name]) for name in systems},
         "rollout": curves, "rollout_episodes": meta["rollout_episodes"], "judge_agreement": None,
+        "rollout_below_baseline_from": crossings(curves) if "world_model" in curves else {},
     }
     if {"local", "llm"} <= set(judges):
         summary["secondary_systems"] = {name: report.system_scores(records, predictions[name], judged["local"][name])

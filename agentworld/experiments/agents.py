@@ -28,6 +28,8 @@ from agentworld.tracking.runs import configure, lineage_tags
 
 REPORTED = ("real.success_rate", "real.mean_steps", "real.invalid_action_rate")
 USAGE = ("real_steps_training", "rl_env_steps", "rl_episodes", "rl_wall_s", "rl_rollout_success")
+#: WM2Real on the evaluation tasks: success the simulator claims, real success of the same actions.
+TRANSFER = ("wm2real.sim_success_rate", "wm2real.real_success_rate", "wm2real.agreement")
 
 
 def seeded(params: Params, seed: int, **agent: Any) -> Params:
@@ -45,7 +47,7 @@ def summarise(per_seed: dict[int, dict[str, dict[str, Any]]]) -> dict[str, dict[
     for variant in variants:
         runs = [r[variant]["metrics"] for r in per_seed.values()]
         row: dict[str, Any] = {}
-        for metric in REPORTED + USAGE:
+        for metric in REPORTED + USAGE + TRANSFER:
             values = [m.get(metric, 0.0) for m in runs]
             mean, half = mean_ci(values)
             row[metric] = {"mean": mean, "ci95": half, "values": values}
@@ -60,13 +62,16 @@ def render(title: str, table: dict[str, dict[str, Any]], seeds: Sequence[int], n
 
     lines = [f"{title}, seeds {', '.join(map(str, seeds))}: mean ± 95% CI over seeds", "",
              "| agent | real success | steps | invalid-action rate | real steps in training | RL env steps "
-             "| RL episodes | RL wall s | RL rollout success |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| RL episodes | RL wall s | RL rollout success | WM2Real: sim success | same actions, real success "
+             "| sim-real agreement |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for variant, row in table.items():
         lines.append(f"| {variant} | {cell(row, 'real.success_rate')} | {cell(row, 'real.mean_steps', 2)} | "
                      f"{cell(row, 'real.invalid_action_rate')} | {row['real_steps_training']['mean']:.0f} | "
                      f"{row['rl_env_steps']['mean']:.0f} | {row['rl_episodes']['mean']:.0f} | "
-                     f"{row['rl_wall_s']['mean']:.0f} | {row['rl_rollout_success']['mean']:.3f} |")
+                     f"{row['rl_wall_s']['mean']:.0f} | {row['rl_rollout_success']['mean']:.3f} | "
+                     f"{cell(row, 'wm2real.sim_success_rate')} | {cell(row, 'wm2real.real_success_rate')} | "
+                     f"{cell(row, 'wm2real.agreement')} |")
     return "\n".join(lines + [""] + list(notes))
 
 
@@ -103,7 +108,7 @@ def _experiment(name: str, params: Params, seeds: Sequence[int], root: Path,
     with mlflow.start_run(run_id=parent):
         for variant, row in table.items():
             key = variant.replace("+", "_")  # MLflow metric names allow no "+"
-            mlflow.log_metrics({f"{key}.{m}.mean": row[m]["mean"] for m in REPORTED + USAGE})
+            mlflow.log_metrics({f"{key}.{m}.mean": row[m]["mean"] for m in REPORTED + USAGE + TRANSFER})
         mlflow.log_artifact(str(reports / f"{name}.md"))
         mlflow.log_artifact(str(reports / f"{name}.json"))
     return {"table": table, "markdown": text, "parent_run_id": parent}
