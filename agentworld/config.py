@@ -188,6 +188,10 @@ class SftParams(TrainParams):
     init: Literal["cpt", "scratch"] = "cpt"
     #: Put the adapters' grounded rationale in `<think>...</think>` before the observation.
     reasoning: bool = True
+    #: Training rows whose action repeats an earlier action of the episode are shown this many
+    #: times. They are few (about 4% of the demo's rows) and their answer is usually the earlier
+    #: one (`[[copy earlier]]`), a rule a small model does not pick up from so few rows.
+    repeat_turn_weight: int = Field(1, ge=1, le=64)
 
 
 class RewardWeights(_Section):
@@ -260,8 +264,9 @@ class EvaluateParams(_Section):
     judge: Literal["local", "openai", "both"] = "local"
     judge_base_url: str | None = None
     judge_model: str | None = None
-    #: Floors every report shows next to the model.
-    baselines: list[Literal["retrieval", "copy_previous", "untrained"]] = Field(
+    #: Floors every report shows next to the model (agentworld/evaluation/baselines.py);
+    #: episode_retrieval is the stronger lookup that also answers a repeated action as before.
+    baselines: list[Literal["retrieval", "copy_previous", "untrained", "episode_retrieval"]] = Field(
         default_factory=lambda: ["retrieval", "copy_previous", "untrained"])
     #: Long-horizon consistency: roll the model forward on the recorded actions of this many
     #: held-out episodes for up to `rollout_horizon` steps, feeding its own predictions back.
@@ -290,7 +295,7 @@ class PromoteParams(_Section):
     floors: dict[Literal["judge_overall", "token_f1", "exact_match"], float] = Field(default_factory=dict)
     #: Baselines the challenger must beat on primary_metric over all domains, on the same records
     #: (each must be in evaluate.baselines): a world model worse than a lookup table is never champion.
-    beat_baselines: list[Literal["retrieval", "copy_previous", "untrained"]] = Field(
+    beat_baselines: list[Literal["retrieval", "copy_previous", "untrained", "episode_retrieval"]] = Field(
         default_factory=lambda: ["retrieval", "copy_previous", "untrained"])
 
 

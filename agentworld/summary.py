@@ -27,7 +27,7 @@ def _per_domain(folder: Path, totals: tuple[str, ...], only: Sequence[str] | Non
 
 
 #: Systems of the evaluation report: the world model, then its baselines.
-SYSTEMS = ("world_model", "retrieval", "copy_previous", "untrained")
+SYSTEMS = ("world_model", "retrieval", "episode_retrieval", "copy_previous", "untrained")
 
 
 def collect_summary(root: Path, domains: Sequence[str] | None = None) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from agentworld.config import BuildParams
 from agentworld.data.build import build_datasets, load_examples
-from agentworld.data.copying import COPY_PREVIOUS, best_copy, copy_memory, copy_sources, expand_copies
+from agentworld.data.prompts import WorldModelExample
+from agentworld.data.copying import COPY_EARLIER, COPY_PREVIOUS, best_copy, copy_memory, copy_sources, expand_copies
 from agentworld.data.retrieval import episode_of
 from agentworld.data.schema import Transition, transition_id, utc_now
 from agentworld.training.rewards import trl_inputs
@@ -39,6 +40,8 @@ def test_best_copy_prefers_exact_then_f1_and_leaves_the_rest_literal():
     assert best_copy("", sources, 0.1) is None                          # an empty answer is cheaper literal
     tie = copy_sources(previous="same", retrieved=["same"])
     assert best_copy("same", tie, 1.0) == copy_memory(1)                # ties: the most similar retrieved first
+    tie = copy_sources(previous="same", retrieved=["same"], earlier="same")
+    assert best_copy("same", tie, 1.0) == COPY_EARLIER                  # the episode's own answer beats a neighbour's
 
 
 def test_expansion_replaces_ops_and_empties_ops_without_a_source():
@@ -68,7 +71,7 @@ def test_build_targets_copy_only_training_sources_and_expand_back_to_the_truth(t
         assert expand_copies(example.target, example.copy_sources()) == example.observation
         assert example.completion_messages()[0]["content"].endswith(example.target)
         assert example.target not in example.prompt_messages()[-1]["content"]
-    assert by_target.get(COPY_PREVIOUS, 0) >= 25                 # the repeated ls
+    assert by_target.get(COPY_EARLIER, 0) >= 25                  # the repeated ls: the same action a turn ago
     assert by_target.get(copy_memory(1), 0) >= 25                # the help text every episode shares
     assert by_target.get(None, 0) >= 25                          # unique answers stay literal
     # A training example never copies from its own episode.
@@ -88,3 +91,19 @@ def test_rl_rewards_read_the_expanded_completion():
                         completions=[[{"role": "assistant", "content": "**Environment Observation:**\n[[copy previous]]"}]],
                         observation=["a.txt"], domain=["terminal"], copy_sources=[[[COPY_PREVIOUS, "a.txt"]]])
     assert inputs[0].generation == "**Environment Observation:**\na.txt"
+
+
+def test_a_repeated_action_is_flagged_and_copies_its_latest_earlier_answer():
+    example = WorldModelExample(id="e:003", domain="terminal", system="s", action="ls",
+                                history=[("ls", "a.txt"), ("touch b.txt", ""), ("ls", "a.txt b.txt"), ("pwd", "/w")],
+                                memory=["Similar real transition: (same action)\n>>> ls\nc.txt"], retrieved=["c.txt"])
+    assert example.earlier() == (2, "a.txt b.txt")                      # the latest repeat, not the first
+    assert expand_copies(COPY_EARLIER, example.copy_sources()) == "a.txt b.txt"
+    user = example.prompt_messages()[-1]["content"]
+    assert user.startswith("ls\n\nSimilar real transition:") and user.endswith("\nc.txt\nSame action as 2 turns ago.")
+    # No cue for a new action, nor for a model without retrieval memory (the official layout).
+    assert "Same action" not in WorldModelExample(id="e:1", domain="terminal", system="s", action="cat a.txt",
+                                                  history=[("ls", "a.txt")], memory=[""]).prompt_messages()[-1]["content"]
+    plain = WorldModelExample(id="e:1", domain="terminal", system="s", action="ls", history=[("ls", "a.txt")])
+    assert plain.prompt_messages()[-1]["content"] == "ls"
+    assert plain.copy_sources()[COPY_EARLIER] == "a.txt"

@@ -5,6 +5,7 @@ baseline are built from the training split only, and on a downloaded AgentWorldB
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from agentworld.config import BuildParams
 from agentworld.data.build import build_datasets, load_examples
@@ -103,3 +104,20 @@ def test_the_retrieval_baseline_is_the_first_neighbour_the_world_model_is_shown(
     predicted = RetrievalBaseline(train).predict(test)
     assert predicted == [e.retrieved[0] if e.retrieved else "" for e in test]
     assert sum(bool(p) for p in predicted) > len(test) * 0.9
+
+
+def test_the_episode_retrieval_baseline_answers_a_repeated_action_as_before_and_looks_up_the_rest(tmp_path):
+    from agentworld.evaluation.baselines import RetrievalBaseline, episode_first
+
+    build_datasets(make_transitions(episodes=30, turns=4), BuildParams(test_fraction=0.3, retrieval_k=2), tmp_path)
+    train, test = load_examples(tmp_path / "sft" / "train.jsonl"), load_examples(tmp_path / "sft" / "test.jsonl")
+    last = test[-1]
+    repeated = replace(last, history=[(last.action, "its answer earlier in this episode"), *last.history])
+    examples = [*test, repeated]
+    lookup = RetrievalBaseline(train).predict(examples)
+    predicted = episode_first(examples, lookup)
+    assert predicted[-1] == "its answer earlier in this episode" != lookup[-1]
+    assert predicted[:-1] == lookup[:-1] or any(e.earlier() for e in test)
+    for example, found, answer in zip(examples, lookup, predicted):
+        earlier = example.earlier()
+        assert answer == (earlier[1] if earlier else found)

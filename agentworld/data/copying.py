@@ -1,8 +1,8 @@
 """Copy operations: the world model may answer "the same as that observation" in a few tokens.
 
-Many observations repeat one the model can already see: the previous turn's (a repeated
-`ls`, an unchanged page) or a retrieved real transition's (the same tool error, the same
-help text). Writing them out token by token is where a small model fails: it runs out of
+Many observations repeat one the model can already see: the previous turn's (an unchanged
+page), the answer to the same action earlier in the episode (a repeated `ls`, `look` or
+search), or a retrieved real transition's (the same tool error, the same help text). Writing them out token by token is where a small model fails: it runs out of
 generation budget, or drifts after a few lines. A pointer-generator (See et al., 2017) copies
 from its input instead of generating; this is its coarsest form, which every backend can serve
 unchanged: the model writes one op string such as `[[copy memory 1]]`, and the backend
@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from agentworld.evaluation.metrics import exact_match, token_f1
 
 COPY_PREVIOUS = "[[copy previous]]"
+#: The observation of the latest earlier turn of the episode whose action is the current one.
+COPY_EARLIER = "[[copy earlier]]"
 #: Any op string, including ones that name a source the example does not have.
-COPY_OP = re.compile(r"\[\[copy (?:previous|memory \d+)\]\]")
+COPY_OP = re.compile(r"\[\[copy (?:previous|earlier|memory \d+)\]\]")
 
 
 def copy_memory(rank: int) -> str:
@@ -31,9 +33,12 @@ def copy_memory(rank: int) -> str:
     return f"[[copy memory {rank}]]"
 
 
-def copy_sources(previous: str | None, retrieved: Sequence[str] | None) -> dict[str, str]:
-    """Op -> text for one turn, in the order ties are broken: retrieved first, then previous."""
-    sources = {copy_memory(rank): text for rank, text in enumerate(retrieved or (), start=1)}
+def copy_sources(previous: str | None, retrieved: Sequence[str] | None, earlier: str | None = None
+                 ) -> dict[str, str]:
+    """Op -> text for one turn, in the order ties are broken: the same action earlier in this
+    episode first (the episode's own state beats another episode's), then retrieved, then previous."""
+    sources = {COPY_EARLIER: earlier} if earlier is not None else {}
+    sources |= {copy_memory(rank): text for rank, text in enumerate(retrieved or (), start=1)}
     if previous is not None:
         sources[COPY_PREVIOUS] = previous
     return sources

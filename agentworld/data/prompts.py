@@ -1,9 +1,9 @@
 """World-model prompts in the Qwen-AgentWorld chat layout.
 
 system: the domain's world-model prompt plus the episode's task;
-user: the agent's action (earlier turns carry the history); the current one is followed by the
-      retrieval memory's most similar real transitions when the model was trained with one
-      (agentworld/data/retrieval.py);
+user: the agent's action (earlier turns carry the history); the current one is followed, when
+      the model was trained with retrieval memory (agentworld/data/retrieval.py), by the most
+      similar real transitions and a note when it repeats an earlier action of the episode;
 assistant: optional `<think>...</think>`, then `**Environment Observation:**` and the observation.
 """
 
@@ -81,6 +81,13 @@ def user_turn(action: str, memory: str | None = None) -> str:
     return f"{action}\n\n{memory}" if memory else action
 
 
+def repeat_note(turns_ago: int) -> str:
+    """The cue that the current action repeats an earlier one of the episode (what
+    `[[copy earlier]]` copies): spotting a repeat across the history is easy to state and hard
+    for a small model to compute."""
+    return f"Same action as {turns_ago} turn{'s' if turns_ago > 1 else ''} ago."
+
+
 def system_prompt(domain: str, instruction: str) -> str:
     base = DOMAIN_SYSTEM_PROMPTS.get(domain)
     if base is None:
@@ -131,9 +138,30 @@ class WorldModelExample:
     #: The training target when it differs from the real observation (a copy op); None: literal.
     target: str | None = None
 
+    def earlier(self) -> tuple[int, str] | None:
+        """(turns ago, observation) of the latest history turn whose action is the current one."""
+        for back, (action, observation) in enumerate(reversed(self.history), start=1):
+            if action == self.action:
+                return back, observation
+        return None
+
     def copy_sources(self) -> dict[str, str]:
-        """What this turn's copy ops stand for: the retrieved observations and the previous one."""
-        return copy_sources(self.history[-1][1] if self.history else None, self.retrieved)
+        """What this turn's copy ops stand for: the same action's earlier observation in this
+        episode, the retrieved observations and the previous one."""
+        earlier = self.earlier()
+        return copy_sources(self.history[-1][1] if self.history else None, self.retrieved,
+                            earlier[1] if earlier else None)
+
+    def current_user_turn(self) -> str:
+        """The current action's user message: with retrieval memory (a model of ours, not the
+        official layout) it is followed by the memory, then by a note when the action repeats an
+        earlier turn."""
+        memory = self.memory_of(len(self.history))
+        earlier = self.earlier() if self.memory is not None else None
+        if earlier is not None:
+            # Last, next to the answer: a small model attends to what is near more easily.
+            memory = "\n".join(part for part in (memory, repeat_note(earlier[0])) if part)
+        return user_turn(self.action, memory)
 
     def memory_of(self, turn: int) -> str | None:
         """The memory block of history turn `turn` (len(history) = the current action)."""
@@ -150,7 +178,7 @@ class WorldModelExample:
             action, observation = self.history[turn]
             messages.append({"role": "user", "content": user_turn(action, self.memory_of(turn))})
             messages.append({"role": "assistant", "content": assistant_turn(observation)})
-        messages.append({"role": "user", "content": user_turn(self.action, self.memory_of(len(self.history)))})
+        messages.append({"role": "user", "content": self.current_user_turn()})
         return messages
 
     def completion_messages(self) -> list[dict[str, str]]:

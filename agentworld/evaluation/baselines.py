@@ -50,6 +50,15 @@ class LeaveEpisodeOutRetrieval(RetrievalBaseline):
         return [self.first(e, episode) for e, episode in zip(examples, episodes, strict=True)]
 
 
+def episode_first(examples: Sequence[WorldModelExample], lookup: Sequence[str]) -> list[str]:
+    """The episode-aware lookup: a repeated action gets the answer it had earlier in this
+    episode, any other action the lookup's (`lookup[i]` for `examples[i]`).
+
+    Two rules a small world model can learn from the repeat note in its prompt, so it is the
+    floor that tells whether a model does more than look things up."""
+    return [earlier[1] if (earlier := e.earlier()) else found for e, found in zip(examples, lookup, strict=True)]
+
+
 def copy_previous(examples: Sequence[WorldModelExample]) -> list[str]:
     """The last observation of the history (empty on the first turn): the 'nothing changes' floor."""
     return [e.history[-1][1] if e.history else "" for e in examples]

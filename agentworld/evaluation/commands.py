@@ -25,7 +25,7 @@ ParamsOpt = typer.Option(DEFAULT_PARAMS_PATH, "--params", help="params.yaml whos
 JudgeOpt = typer.Option(None, "--judge", help="local | openai | both (default: evaluate.judge)")
 JudgeUrlOpt = typer.Option(None, "--judge-base-url", help="OpenAI-compatible endpoint of the LLM judge")
 JudgeModelOpt = typer.Option(None, "--judge-model", help="model id of the LLM judge")
-BaselinesOpt = typer.Option(None, "--baselines", help="comma-separated: retrieval,copy_previous,untrained ('none': no baselines)")
+BaselinesOpt = typer.Option(None, "--baselines", help="comma-separated: retrieval,episode_retrieval,copy_previous,untrained ('none': no baselines)")
 EngineOpt = typer.Option(None, "--engine", help="transformers | vllm, for a local or registered model")
 MaxOpt = typer.Option(None, "--max-examples", help="score a fixed seeded sample of this many records (default: all)")
 TrainOpt = typer.Option(None, "--train", help="training examples (data/sft/train.jsonl) the retrieval baseline "

@@ -16,7 +16,7 @@ import hashlib
 import json
 import random
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from agentworld.evaluation.awbench import BenchRecord, final_records, write_benc
 from agentworld.evaluation.backends import (
     BackendError, OpenAIBackend, RegistryModel, TransformersBackend, VLLMBackend, local_model_dir,
 )
-from agentworld.evaluation.baselines import LeaveEpisodeOutRetrieval, RetrievalBaseline, copy_previous
+from agentworld.evaluation.baselines import LeaveEpisodeOutRetrieval, RetrievalBaseline, copy_previous, episode_first
 from agentworld.evaluation.infer import Generate, infer
 from agentworld.evaluation.judge import DIMENSIONS, rank_agreement
 from agentworld.evaluation.judging import judge_predictions, make_judges
@@ -132,16 +132,26 @@ def observations_as_turns(observations: list[str]) -> list[str]:
     return [assistant_turn(o) for o in observations]
 
 
-def retrieval_generate(records: Sequence[BenchRecord], train: Sequence[WorldModelExample] | None) -> Generate:
+def retrieval_lookup(records: Sequence[BenchRecord], train: Sequence[WorldModelExample] | None
+                     ) -> Callable[[Sequence[WorldModelExample]], list[str]]:
     """Nearest neighbour over the training split, or over the other episodes when there is none."""
     if train:
-        baseline = RetrievalBaseline(train)
-        return lambda examples: observations_as_turns(baseline.predict(examples))
+        return RetrievalBaseline(train).predict
     pool = [r.to_example() for r in records]
     keys = {r.key: r.episode for r in records}
     loo = LeaveEpisodeOutRetrieval(pool, [keys[r.key] for r in records])
-    return lambda examples: observations_as_turns(
-        loo.predict_excluding(examples, [keys.get(e.id.split("@", 1)[0], e.id) for e in examples]))
+    return lambda examples: loo.predict_excluding(examples, [keys.get(e.id.split("@", 1)[0], e.id) for e in examples])
+
+
+def retrieval_generate(records: Sequence[BenchRecord], train: Sequence[WorldModelExample] | None) -> Generate:
+    lookup = retrieval_lookup(records, train)
+    return lambda examples: observations_as_turns(lookup(examples))
+
+
+def episode_retrieval_generate(records: Sequence[BenchRecord], train: Sequence[WorldModelExample] | None
+                               ) -> Generate:
+    lookup = retrieval_lookup(records, train)
+    return lambda examples: observations_as_turns(episode_first(examples, lookup(examples)))
 
 
 def untrained_generate(settings: EvaluateParams, model_dir: Path | None, model_params: ModelParams,
@@ -183,6 +193,8 @@ def baseline_generators(settings: EvaluateParams, pool: Sequence[BenchRecord], w
     for name in settings.baselines:
         if name == "retrieval":
             systems[name] = retrieval_generate(pool, train)
+        elif name == "episode_retrieval":
+            systems[name] = episode_retrieval_generate(pool, train)
         elif name == "copy_previous":
             systems[name] = lambda examples: observations_as_turns(copy_previous(examples))
         elif name == "untrained":

@@ -22,7 +22,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 from trl import SFTConfig, SFTTrainer
 
 from agentworld.config import DistributedParams, ModelParams, SftParams
-from agentworld.data.prompts import WorldModelExample, user_turn
+from agentworld.data.prompts import WorldModelExample
 from agentworld.models.chat import fit_prompt
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 
@@ -50,14 +50,18 @@ def to_conversations(
         system = [{"role": "system", "content": turns[0].system}]
         window: list[dict[str, str]] = []
         for example in turns:
-            user = user_turn(example.action, example.memory_of(len(example.history)))
-            turn = [{"role": "user", "content": user}, *example.completion_messages()]
+            turn = [{"role": "user", "content": example.current_user_turn()}, *example.completion_messages()]
             if window and _length(tokenizer, system + window + turn) > max_seq_len:
                 conversations.append(system + window)
                 window = []
             window += turn
         conversations.append(system + window)
     return conversations
+
+
+def with_repeats_weighted(examples: Sequence[WorldModelExample], weight: int) -> list[WorldModelExample]:
+    """Examples whose action repeats an earlier one of the episode `weight` times, the rest once."""
+    return [copy for e in examples for copy in [e] * (weight if e.earlier() else 1)]
 
 
 def without_reasoning(examples: Sequence[WorldModelExample]) -> list[WorldModelExample]:
@@ -110,8 +114,9 @@ def train_sft(
         assistant_only_loss=True,
         eval_strategy="no",
     )
+    train_examples = with_repeats_weighted(examples, params.repeat_turn_weight)
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
-                         train_dataset=sft_dataset(examples, tokenizer, model_params.max_seq_len),
+                         train_dataset=sft_dataset(train_examples, tokenizer, model_params.max_seq_len),
                          eval_dataset=eval_dataset, callbacks=list(callbacks) or None)
     if resume_from:
         log.info("resuming SFT from %s", resume_from)
