@@ -192,6 +192,11 @@ class SftParams(TrainParams):
     #: times. They are few (about 4% of the demo's rows) and their answer is usually the earlier
     #: one (`[[copy earlier]]`), a rule a small model does not pick up from so few rows.
     repeat_turn_weight: int = Field(1, ge=1, le=64)
+    #: Held-out token F1 and exact match every this many steps and at the end, against training
+    #: seconds (reports/plots/sft_heldout_curve.csv; agentworld/training/curve.py); 0: off.
+    curve_every: int = Field(0, ge=0)
+    #: Held-out turns each point of that curve predicts (a fixed sample).
+    curve_examples: int = Field(64, ge=1, le=4096)
 
 
 class RewardWeights(_Section):
@@ -445,7 +450,7 @@ class DistributedParams(_Section):
 class Params(_Section):
     """The whole of params.yaml."""
 
-    profile: Literal["smoke", "demo", "research", "production"] = "demo"
+    profile: Literal["smoke", "demo", "research-cpu", "research", "production"] = "demo"
     collect: CollectParams = Field(default_factory=CollectParams)
     sandbox: SandboxParams = Field(default_factory=SandboxParams)
     validate_: ValidateParams = Field(default_factory=ValidateParams, alias="validate")

@@ -27,6 +27,7 @@ from agentworld.models.factory import ModelLoadError, count_parameters, load_loc
 from agentworld.tracking.registry import log_and_register
 from agentworld.tracking.runs import file_md5, lineage_tags, stage_run
 from agentworld.training.common import TrainResult, prepare_checkpoints
+from agentworld.training.curve import CURVE_COLUMNS
 from tasks.paths import StagePaths
 
 #: The stage each training stage starts from.
@@ -97,6 +98,9 @@ def run_training_stage(
             mlflow.log_artifact(str(memory), artifact_path=MEMORY_ARTIFACT)
         curve = paths.write_plot(f"{stage}_curve.csv", ["step", "value"], result.loss_curve)
         mlflow.log_artifact(str(curve), artifact_path="plots")
+        if stage == "sft":  # a DVC output: written (maybe empty) whether measured or not
+            held_out = paths.write_plot(f"{stage}_heldout_curve.csv", CURVE_COLUMNS, result.held_out_curve or [])
+            mlflow.log_artifact(str(held_out), artifact_path="plots")
         mlflow.log_metrics({"final_train_loss": result.train_loss, "tokens_seen": result.tokens_seen,
                             **result.eval_metrics})
 

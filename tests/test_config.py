@@ -10,6 +10,7 @@ from tests.conftest import PROJECT, SMOKE_PARAMS
 
 
 @pytest.mark.parametrize("path", [PROJECT / "params.yaml", SMOKE_PARAMS, PROJECT / "profiles" / "research.yaml",
+                                  PROJECT / "profiles" / "research-cpu.yaml",
                                   PROJECT / "profiles" / "production.yaml"])
 def test_shipped_profiles_are_valid(path):
     params = load_params(path)

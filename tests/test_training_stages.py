@@ -107,6 +107,25 @@ def test_sft_only_starts_from_scratch(workspace, params):
     assert "registered_version" not in report
 
 
+def test_sft_held_out_curve_scores_real_predictions_against_training_seconds(workspace, params):
+    import csv
+
+    from agentworld.training.curve import CURVE_COLUMNS
+
+    curve_path = workspace.root / "reports" / "plots" / "sft_heldout_curve.csv"
+    scratch = params.model_copy(update={"sft": params.sft.model_copy(update={"init": "scratch"})})
+    tasks.sft.run(scratch, workspace.root, register=False)
+    assert curve_path.read_text().splitlines() == [",".join(CURVE_COLUMNS)]  # off: the DVC output, empty
+    measured = scratch.model_copy(update={"sft": scratch.sft.model_copy(update={"curve_every": 4, "curve_examples": 5})})
+    report = tasks.sft.run(measured, workspace.root, register=False)
+    rows = list(csv.DictReader(curve_path.open()))
+    assert [int(r["step"]) for r in rows] == [4, 6]                    # every 4 steps, and the end (6)
+    assert 0 < float(rows[0]["train_s"]) < float(rows[1]["train_s"])
+    for row in rows:
+        assert 0.0 <= float(row["exact_match"]) <= float(row["token_f1"]) + 1e-9 <= 1.0 + 1e-9
+    assert report["eval_metrics"]["eval_token_f1"] == pytest.approx(float(rows[-1]["token_f1"]), abs=1e-4)
+
+
 def test_reasoning_switch_puts_grounded_rationale_before_the_observation(workspace):
     from agentworld.models.factory import build_model
     from agentworld.config import ModelParams

@@ -36,6 +36,8 @@ class TrainResult:
     resumed_from: str | None
     loss_curve: list[tuple[int, float]]
     eval_metrics: dict[str, float] = field(default_factory=dict)
+    #: (step, training seconds, token F1, exact match) on held-out turns, when measured.
+    held_out_curve: list[tuple[int, float, float, float]] | None = None
 
     @classmethod
     def from_trainer(cls, trainer: Any, output: Any, resumed_from: str | None, eval_metrics: dict[str, float],
@@ -54,6 +56,7 @@ class TrainResult:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("loss_curve")
+        out.pop("held_out_curve")
         return out
 
 

@@ -23,6 +23,7 @@ from trl import SFTConfig, SFTTrainer
 
 from agentworld.config import DistributedParams, ModelParams, SftParams
 from agentworld.data.prompts import WorldModelExample
+from agentworld.training.curve import HeldOutCurve, held_out_sample
 from agentworld.models.chat import fit_prompt
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 
@@ -57,6 +58,10 @@ def to_conversations(
             window += turn
         conversations.append(system + window)
     return conversations
+
+
+#: Generation budget of the held-out curve's predictions (the evaluate stage's default).
+CURVE_MAX_NEW_TOKENS = 96
 
 
 def with_repeats_weighted(examples: Sequence[WorldModelExample], weight: int) -> list[WorldModelExample]:
@@ -115,11 +120,20 @@ def train_sft(
         eval_strategy="no",
     )
     train_examples = with_repeats_weighted(examples, params.repeat_turn_weight)
+    curve = HeldOutCurve(tokenizer, held_out_sample(eval_examples, params.curve_examples, params.seed),
+                         params.curve_every, CURVE_MAX_NEW_TOKENS, model_params.max_seq_len) \
+        if params.curve_every and eval_examples else None
     trainer = SFTTrainer(model=model, args=config, processing_class=tokenizer,
                          train_dataset=sft_dataset(train_examples, tokenizer, model_params.max_seq_len),
-                         eval_dataset=eval_dataset, callbacks=list(callbacks) or None)
+                         eval_dataset=eval_dataset, callbacks=[*callbacks, *([curve] if curve else [])] or None)
     if resume_from:
         log.info("resuming SFT from %s", resume_from)
     result = trainer.train(resume_from_checkpoint=resume_from)
     eval_metrics = {"eval_loss": float(trainer.evaluate()["eval_loss"])} if eval_dataset is not None else {}
-    return TrainResult.from_trainer(trainer, result, resume_from, eval_metrics)
+    out = TrainResult.from_trainer(trainer, result, resume_from, eval_metrics)
+    if curve is not None:
+        out.held_out_curve = [point.row() for point in curve.points]
+        if curve.points:
+            out.eval_metrics |= {"eval_token_f1": curve.points[-1].token_f1,
+                                 "eval_exact_match": curve.points[-1].exact_match}
+    return out
