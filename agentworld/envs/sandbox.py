@@ -31,6 +31,7 @@ import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -113,16 +114,39 @@ __sandbox_save() {{
 trap __sandbox_save EXIT
 """
 
-# Checkers see the agent's variables and cwd but not its functions or aliases.
+# Checkers see nothing the agent set: not its saved shell state (the agent can write
+# /run/sandbox, and `echo 'exit 0' > /run/sandbox/state.sh` once made every checker pass), nor
+# its variables, PATH, functions, aliases or cwd. They run with the fixed BASE_ENV, from
+# /workspace, with tools from the read-only /usr, and read the agent's files as data.
 _CHECK_SCRIPT = f"""\
 unset BASH_ENV
 cd -- {WORKDIR} 2>/dev/null
-[[ -r {CONTROL}/state.sh ]] && . {CONTROL}/state.sh
-unalias -a
-mapfile -t __sandbox_names < <(compgen -A function)
-for __sandbox_n in "${{__sandbox_names[@]}}"; do unset -f "$__sandbox_n"; done
-unset __sandbox_n __sandbox_names
 """
+
+#: Most bytes of the saved shell state the host reads (the agent can make that file anything).
+STATE_READ_CAP = 1 << 20
+
+
+def read_regular(path: Path, cap: int) -> bytes | None:
+    """Up to `cap` bytes of `path` if it is a regular file, else None, without following a
+    symlink or blocking on a FIFO: the host reads paths the agent can replace."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, total = [], 0
+        while total < cap and (chunk := os.read(fd, min(65536, cap - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
 
 _UID_BASE = 200_000
 _uid_counter = itertools.count()
@@ -304,13 +328,17 @@ class Sandbox:
 
     def cwd(self) -> str:
         """The shell's working directory as saved after the last persisted command."""
-        state = self._require_root() / "control" / "state.sh"
-        try:
-            with state.open() as fh:
-                first = fh.readline()
-        except OSError:
-            return WORKDIR
-        return first[len("# cwd "):].rstrip("\n") if first.startswith("# cwd ") else WORKDIR
+        state = read_regular(self._require_root() / "control" / "state.sh", 4096)
+        first = (state or b"").split(b"\n", 1)[0].decode("utf-8", errors="replace")
+        return first[len("# cwd "):] if first.startswith("# cwd ") else WORKDIR
+
+    def exported_variables(self) -> dict[str, str]:
+        """The agent's exported variables as its last persisted command left them, read from
+        the saved state as data (agentworld/envs/shell_state.py), for checkers that need them."""
+        from agentworld.envs.shell_state import exported_variables
+
+        state = read_regular(self._require_root() / "control" / "state.sh", STATE_READ_CAP)
+        return exported_variables((state or b"").decode("utf-8", errors="replace"))
 
     def fingerprint(self) -> str:
         """Digest of everything a command can change (files, modes, times, saved shell state).
@@ -328,21 +356,21 @@ class Sandbox:
                     except OSError:
                         continue
                     digest.update(f"{dirpath}/{name}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}\n".encode())
-        try:
-            digest.update((root / "control" / "state.sh").read_bytes())
-        except OSError:
-            pass
+        digest.update(read_regular(root / "control" / "state.sh", STATE_READ_CAP) or b"<no regular state file>")
         return digest.hexdigest()
 
     # ----------------------------------------------------------------- running commands
-    def run(self, command: str, *, persist: bool = True, timeout_s: float | None = None) -> CommandResult:
+    def run(self, command: str, *, persist: bool = True, timeout_s: float | None = None,
+            check_env: Mapping[str, str] | None = None) -> CommandResult:
         """Run one command line in the sandbox.
 
-        `persist=False` runs it against the saved state without changing it (task checkers).
+        `persist=False` runs it as a checker: none of the agent's saved shell state, the fixed
+        BASE_ENV plus `check_env` (e.g. the agent's exported variables as `AGENT_ENV_<NAME>`),
+        from /workspace, and nothing it does is saved.
         """
         root = self._require_root()
         timeout = self.params.command_timeout_s if timeout_s is None else timeout_s
-        argv = self._argv(root, command, persist)
+        argv = self._argv(root, command, persist, check_env or {})
         read_fd, write_fd = os.pipe()
         if _is_root():  # let the agent reopen its own stdout/stderr (`>/dev/stderr`)
             os.fchown(write_fd, self._host_uid, self._host_uid)
@@ -366,7 +394,7 @@ class Sandbox:
             timed_out=timed_out, truncated=truncated,
             duration_s=round(time.monotonic() - started, 4), cwd=self.cwd())
 
-    def _argv(self, root: Path, command: str, persist: bool) -> list[str]:
+    def _argv(self, root: Path, command: str, persist: bool, check_env: Mapping[str, str]) -> list[str]:
         p = self.params
         nproc = p.max_processes if _is_root() else _own_process_count() + p.max_processes
         limits = ["prlimit", f"--as={p.memory_mb * 2**20}", f"--fsize={p.file_size_mb * 2**20}",
@@ -391,7 +419,7 @@ class Sandbox:
                   "--bind", str(root / "control"), CONTROL,
                   "--ro-bind", str(root / ("restore.sh" if persist else "check.sh")), BASH_ENV_PATH,
                   "--chdir", WORKDIR, "--clearenv"]
-        for key, value in self.env.items():
+        for key, value in {**self.env, **(check_env if not persist else {})}.items():
             bwrap += ["--setenv", key, value]
         bwrap += ["--setenv", "BASH_ENV", BASH_ENV_PATH, "--", "/bin/bash", "-c", command, "bash"]
         return limits + bwrap

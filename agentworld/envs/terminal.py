@@ -13,7 +13,7 @@ from typing import Any
 from agentworld.config import SandboxParams
 from agentworld.envs.base import Task, TextEnv, pick_template
 from agentworld.envs.sandbox import FIXED_EPOCH, HOME, WORKDIR, CommandResult, Sandbox, SandboxError
-from agentworld.envs.terminal_tasks import generate_task
+from agentworld.envs.terminal_tasks import AGENT_ENV_PREFIX, generate_task
 
 END_ACTIONS = frozenset({"exit", "submit"})
 PROMPT_USER = "agent@sandbox"
@@ -87,7 +87,8 @@ class TerminalEnv(TextEnv):
         fingerprint = self._sandbox.fingerprint()
         if self._verdict is not None and self._verdict[0] == fingerprint:
             return self._verdict[1]
-        solved = self._sandbox.run(self.task.setup["check"], persist=False).exit_code == 0
+        agent_env = {f"{AGENT_ENV_PREFIX}{name}": value for name, value in self._sandbox.exported_variables().items()}
+        solved = self._sandbox.run(self.task.setup["check"], persist=False, check_env=agent_env).exit_code == 0
         self._verdict = (fingerprint, solved)
         return solved
 

@@ -110,6 +110,16 @@ def generate_task(seed: int, template_name: str | None = None) -> Task:
 
 
 # ---------------------------------------------------------------- helpers for templates
+#: Checkers never see the agent's shell; its exported variables reach them as data, renamed
+#: with this prefix (`AGENT_ENV_PATH`), so the checker's own PATH and tools stay fixed.
+AGENT_ENV_PREFIX = "AGENT_ENV_"
+
+
+def agent_env(var: str) -> str:
+    """The checker's shell expression for the agent's exported `var` (empty when not exported)."""
+    return f'"${{{AGENT_ENV_PREFIX}{var}-}}"'
+
+
 def answer_is(value: str | int) -> str:
     """/workspace/answer.txt holds `value` (whitespace ignored)."""
     want = "".join(str(value).split())
@@ -486,7 +496,7 @@ def _export_variable(rng: random.Random) -> Spec:
     var = rng.choice(("APP_MODE", "DEPLOY_ENV", "LOG_LEVEL", "REGION", "FEATURE_FLAG"))
     value = f"{rng.choice(WORDS)}{rng.randint(1, 9)}"
     return Spec(f"Set the environment variable {var} to {value} and export it, so programs started from this shell see it.",
-                [f"echo ${var}", f"export {var}={value}"], f'[ "$(printenv {var})" = {q(value)} ]')
+                [f"echo ${var}", f"export {var}={value}"], f'[ {agent_env(var)} = {q(value)} ]')
 
 
 @template("read_env_token", "env")
@@ -505,7 +515,7 @@ def _path_tool(rng: random.Random) -> Spec:
     return Spec(f"Make a command named {tool} available on your PATH: a script in ~/bin that prints {msg}.",
                 ["mkdir -p ~/bin", f"printf '#!/bin/sh\\necho {msg}\\n' > ~/bin/{tool}", f"chmod +x ~/bin/{tool}",
                  'export PATH="$HOME/bin:$PATH"', tool],
-                f'[ "$({tool} 2>/dev/null)" = {q(msg)} ]')
+                f'[ "$(PATH={agent_env("PATH")} {tool} 2>/dev/null)" = {q(msg)} ]')
 
 
 @template("source_env_file", "env")
@@ -515,7 +525,7 @@ def _source_env_file(rng: random.Random) -> Spec:
     return Spec("Load the settings in /workspace/.env into your shell as exported environment variables, "
                 "so that programs you start see APP_PORT and APP_MODE.",
                 ["cat .env", "set -a; . ./.env; set +a", "printenv APP_PORT"],
-                f'[ "$(printenv APP_PORT)" = {port} ] && [ "$(printenv APP_MODE)" = {mode} ]',
+                f'[ {agent_env("APP_PORT")} = {port} ] && [ {agent_env("APP_MODE")} = {mode} ]',
                 files={".env": content})
 
 
