@@ -2,8 +2,8 @@
 
 Many observations repeat one the model can already see: the previous turn's (an unchanged
 page), the answer to the same action earlier in the episode (a repeated `ls`, `look` or
-search), or a retrieved real transition's (the same tool error, the same help text). Writing them out token by token is where a small model fails: it runs out of
-generation budget, or drifts after a few lines. A pointer-generator (See et al., 2017) copies
+search), or a retrieved real transition's (the same tool error, the same help text).
+Writing them out token by token is where a small model fails: it runs out of generation budget, or drifts after a few lines. A pointer-generator (See et al., 2017) copies
 from its input instead of generating; this is its coarsest form, which every backend can serve
 unchanged: the model writes one op string such as `[[copy memory 1]]`, and the backend
 replaces it by that source's full text before anything reads the prediction.

@@ -328,8 +328,7 @@ class Sandbox:
 
     def cwd(self) -> str:
         """The shell's working directory as saved after the last persisted command."""
-        state = read_regular(self._require_root() / "control" / "state.sh", 4096)
-        first = (state or b"").split(b"\n", 1)[0].decode("utf-8", errors="replace")
+        first = self._saved_state(4096).split(b"\n", 1)[0].decode("utf-8", errors="replace")
         return first[len("# cwd "):] if first.startswith("# cwd ") else WORKDIR
 
     def exported_variables(self) -> dict[str, str]:
@@ -337,8 +336,7 @@ class Sandbox:
         the saved state as data (agentworld/envs/shell_state.py), for checkers that need them."""
         from agentworld.envs.shell_state import exported_variables
 
-        state = read_regular(self._require_root() / "control" / "state.sh", STATE_READ_CAP)
-        return exported_variables((state or b"").decode("utf-8", errors="replace"))
+        return exported_variables(self._saved_state(STATE_READ_CAP).decode("utf-8", errors="replace"))
 
     def fingerprint(self) -> str:
         """Digest of everything a command can change (files, modes, times, saved shell state).
@@ -356,7 +354,7 @@ class Sandbox:
                     except OSError:
                         continue
                     digest.update(f"{dirpath}/{name}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}\n".encode())
-        digest.update(read_regular(root / "control" / "state.sh", STATE_READ_CAP) or b"<no regular state file>")
+        digest.update(self._saved_state(STATE_READ_CAP) or b"<no regular state file>")
         return digest.hexdigest()
 
     # ----------------------------------------------------------------- running commands
@@ -429,6 +427,10 @@ class Sandbox:
         if not _is_root():
             return {}
         return {"user": self._host_uid, "group": self._host_uid, "extra_groups": []}
+
+    def _saved_state(self, cap: int) -> bytes:
+        """Up to `cap` bytes of the saved shell state; empty unless it is a regular file."""
+        return read_regular(self._require_root() / "control" / "state.sh", cap) or b""
 
     def _require_root(self) -> Path:
         if self._root is None:

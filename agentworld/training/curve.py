@@ -39,6 +39,14 @@ def held_out_sample(examples: Sequence[WorldModelExample], size: int, seed: int)
     return sorted(random.Random(seed).sample(list(examples), min(size, len(examples))), key=lambda e: e.id)
 
 
+def held_out_scores(generations: Sequence[str], examples: Sequence[WorldModelExample]) -> tuple[float, float]:
+    """Mean token F1 and exact match of generations (copy ops expanded) against the real observations."""
+    predictions = [parse_observation(g)[0] for g in generations]
+    n = len(examples)
+    return (sum(token_f1(p, e.observation) for p, e in zip(predictions, examples)) / n,
+            sum(exact_match(p, e.observation) for p, e in zip(predictions, examples)) / n)
+
+
 class HeldOutCurve(TrainerCallback):
     """Scores `examples` every `every` optimizer steps and at the end of training."""
 
@@ -73,11 +81,8 @@ class HeldOutCurve(TrainerCallback):
         self.tokenizer.padding_side = padding_side  # generation pads on the left; training as before
         if was_training:
             model.train()
-        predictions = [parse_observation(g)[0] for g in generations]
-        n = len(self.examples)
-        point = CurvePoint(step=step, train_s=began - self._started - self._measuring_s,
-                           token_f1=sum(token_f1(p, e.observation) for p, e in zip(predictions, self.examples)) / n,
-                           exact_match=sum(exact_match(p, e.observation) for p, e in zip(predictions, self.examples)) / n)
+        f1, exact = held_out_scores(generations, self.examples)
+        point = CurvePoint(step=step, train_s=began - self._started - self._measuring_s, token_f1=f1, exact_match=exact)
         self._measuring_s += time.monotonic() - began
         self.points.append(point)
         return point

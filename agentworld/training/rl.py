@@ -23,12 +23,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
 
 from agentworld.config import DistributedParams, ModelParams, RlParams
-from agentworld.data.prompts import WorldModelExample, parse_observation
+from agentworld.data.prompts import WorldModelExample
 from agentworld.evaluation.judge import Judge, JudgeInput, LocalJudge, OpenAIJudge
-from agentworld.evaluation.metrics import exact_match, token_f1
 from agentworld.evaluation.predict import generate_turns
 from agentworld.models.chat import fit_prompt
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
+from agentworld.training.curve import held_out_sample, held_out_scores
 from agentworld.training.rewards import COMPONENTS, HybridReward
 
 log = logging.getLogger(__name__)
@@ -93,8 +93,7 @@ def held_out_reward(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                     max_seq_len: int) -> dict[str, float]:
     """Held-out token F1 and exact match of greedy predictions against the real observations
     (what the RL gate reads), and the mean of each reward component and the total."""
-    sample = sorted(random.Random(params.seed).sample(list(examples), min(params.eval_examples, len(examples))),
-                    key=lambda e: e.id)
+    sample = held_out_sample(examples, params.eval_examples, params.seed)
     if not sample:
         return {}
     generations = generate_turns(model, tokenizer, sample, params.max_new_tokens, batch_size=16,
@@ -103,11 +102,8 @@ def held_out_reward(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                          history=tuple(e.history), instruction=instruction_of(e)) for e, g in zip(sample, generations)]
     rows = reward(inputs)
     names = [c for c in COMPONENTS if c in rows[0]] + ["total"]
-    observations = [parse_observation(g)[0] for g in generations]
-    metrics = {
-        "eval_token_f1": sum(token_f1(o, e.observation) for o, e in zip(observations, sample)) / len(sample),
-        "eval_exact_match": sum(exact_match(o, e.observation) for o, e in zip(observations, sample)) / len(sample),
-    }
+    f1, exact = held_out_scores(generations, sample)
+    metrics = {"eval_token_f1": f1, "eval_exact_match": exact}
     metrics.update({f"eval_reward_{name}" if name != "total" else "eval_reward": sum(r[name] for r in rows) / len(rows)
                     for name in names})
     return metrics

@@ -23,9 +23,9 @@ from trl import SFTConfig, SFTTrainer
 
 from agentworld.config import DistributedParams, ModelParams, SftParams
 from agentworld.data.prompts import WorldModelExample
-from agentworld.training.curve import HeldOutCurve, held_out_sample
 from agentworld.models.chat import fit_prompt
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
+from agentworld.training.curve import HeldOutCurve, held_out_sample
 
 log = logging.getLogger(__name__)
 
