@@ -209,7 +209,7 @@ def experiment_sim_rl(
     override: list[str] = SetOpt,
 ) -> None:
     """BC vs BC + RL in the simulator vs BC + RL in the real env at the same wall-clock budget, on
-    held-out real tasks; real-env interactions counted (reports/experiments/sim_rl.md)."""
+    held-out real tasks; real-env interactions counted (reports/experiments/sim_rl_<domain>.md)."""
     from agentworld.experiments.agents import run_sim_rl
 
     result = _run_agents(lambda: run_sim_rl(_load_with(params_path, override), _seeds(seeds), Path(".").resolve()))
@@ -224,7 +224,7 @@ def experiment_warmup(
     override: list[str] = SetOpt,
 ) -> None:
     """An agent initialised from the world model vs from scratch, same downstream training, on
-    held-out real tasks (reports/experiments/warmup.md)."""
+    held-out real tasks (reports/experiments/warmup_<domain>.md)."""
     from agentworld.experiments.agents import run_warmup
 
     if rl not in ("none", "sim", "real"):

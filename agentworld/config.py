@@ -343,6 +343,8 @@ class SynthesizeParams(_Section):
 #: Terminal task templates whose instruction names everything the solution needs (short, verifiable).
 AGENT_TEMPLATES = ["rename_file", "count_lines", "word_count", "grep_count", "reverse_lines", "sort_unique",
                    "gzip_file", "chmod_private", "export_variable", "sum_range"]
+#: TextWorld game types an agent can win in a few moves (a task's "template" is its game type).
+AGENT_TEXTWORLD_TEMPLATES = ["tw-coin_collector", "tw-treasure_hunter"]
 
 
 class AgentBcParams(TrainParams):
@@ -368,8 +370,9 @@ class AgentRlParams(TrainParams):
 class AgentParams(_Section):
     """Agents trained in the simulator (agentworld/agents): BC -> GRPO in WorldModelEnv -> real evaluation."""
 
-    domain: Literal["terminal"] = "terminal"
-    #: Task templates the agent trains and is evaluated on (empty: all of the domain's).
+    domain: Literal["terminal", "textworld"] = "terminal"
+    #: Task templates the agent trains and is evaluated on (empty: all of the domain's); in
+    #: TextWorld the game types, e.g. [tw-coin_collector, tw-treasure_hunter].
     templates: list[str] = Field(default_factory=lambda: list(AGENT_TEMPLATES))
     #: The world model the agent trains in (registry URI or checkpoint directory).
     world_model: str = Field("models:/agentworld-world-model@champion", min_length=1)
@@ -392,6 +395,16 @@ class AgentParams(_Section):
                                                                      save_steps=1000))
     rl: AgentRlParams = Field(default_factory=lambda: AgentRlParams(max_steps=1000, batch_size=8, learning_rate=1e-4,
                                                                      logging_steps=1, save_steps=100_000))
+
+    @model_validator(mode="after")
+    def _templates_of_domain(self) -> "AgentParams":
+        game_types = [t for t in self.templates if t.startswith("tw-")]
+        wrong = [t for t in self.templates if t not in game_types] if self.domain == "textworld" else game_types
+        if wrong:
+            hint = (f"TextWorld game types such as {', '.join(AGENT_TEXTWORLD_TEMPLATES)}" if self.domain == "textworld"
+                    else "terminal task templates (agentworld envs list)")
+            raise ValueError(f"agent.templates {wrong} do not belong to agent.domain {self.domain}: give {hint}")
+        return self
 
 
 class ScheduleParams(_Section):

@@ -202,7 +202,7 @@ def test_sim_rl_experiment_registers_agents_with_their_world_model(tmp_path, mlf
     assert table["bc+rl_sim"]["real_steps_training"]["values"] == table["bc"]["real_steps_training"]["values"]
     assert all(r > b for r, b in zip(table["bc+rl_real"]["real_steps_training"]["values"],
                                       table["bc"]["real_steps_training"]["values"]))
-    report = (tmp_path / "reports" / "experiments" / "sim_rl.md").read_text()
+    report = (tmp_path / "reports" / "experiments" / "sim_rl_terminal.md").read_text()
     assert "bc+rl_sim" in report and "±" in report
     client = MlflowClient()
     versions = client.search_model_versions("name='agentworld-agent'")
@@ -235,3 +235,55 @@ def test_a_missing_world_model_is_named_by_its_setting(tmp_path, mlflow_store):
         resolve_world_model("models:/agentworld-world-model@champion", tmp_path)
     with pytest.raises(BackendError, match="agent.world_model: .*not a directory"):
         resolve_world_model(str(tmp_path / "nowhere"), tmp_path)
+
+
+TW_TEMPLATES = ["tw-coin_collector"]
+
+
+def test_textworld_agents_learn_from_won_games_and_their_simulated_actions_replay_in_the_same_game(tiny_dir):
+    """The agents' second domain: demonstrations are won TextWorld games (points alone are not a
+    win), the agent plays real and simulated games through the same loop, and WM2Real replays
+    the simulated actions in the same generated game."""
+    from agentworld.agents.episodes import Episode, task_options
+    from agentworld.agents.success import solved
+    from agentworld.agents.wm2real import replay
+
+    demos, steps = scripted_demos("textworld", 2, first_seed=7, templates=TW_TEMPLATES, max_steps=12)
+    assert demos and steps >= len(demos) and all(d.template == "tw-coin_collector" for d in demos)
+    chats = conversations(demos, "textworld", observation_chars=80)
+    assert all(c[-1] == {"role": "assistant", "content": "submit"} for c in chats)
+    assert "text adventure" in chats[0][0]["content"]
+    assert solved(1.0, {"won": False}) is False and solved(0.0, {"won": True}) is True
+
+    real = make_env("textworld")
+    tasks = RealTaskSource("textworld")
+    sim = WorldModelEnv("textworld", StubWorldModel("You are in a room."), tasks, max_steps=3)
+    try:
+        sim.reset(seed=7, options=task_options(TW_TEMPLATES, 7))
+        task = sim.task
+        assert task.setup["game_type"] == "tw-coin_collector" and task.solution
+        won = Episode(7, task.task_id, None, tokens=None, simulated=True, actions=list(task.solution))
+        assert replay(won, real, TW_TEMPLATES) is True and real.task.task_id == task.task_id
+        assert replay(Episode(7, task.task_id, None, tokens=None, simulated=True, actions=["look"]), real,
+                      TW_TEMPLATES) is False
+        model, tokenizer = load_local(tiny_dir)
+        lm = LMAgent(model, tokenizer, "textworld", max_new_tokens=6, observation_chars=80)
+        [played] = play(lm, [real], [7], max_steps=2, templates=TW_TEMPLATES)
+        [simulated] = play(lm, [sim], [7], max_steps=2, templates=TW_TEMPLATES, judge=ReferenceVerifier())
+        assert played.task_id == simulated.task_id == task.task_id and not played.simulated and simulated.simulated
+        assert played.success is False and 1 <= played.steps <= 2
+    finally:
+        real.close()
+        tasks.close()
+
+
+def test_agent_templates_must_belong_to_the_agent_domain():
+    from pydantic import ValidationError
+
+    from agentworld.config import AgentParams
+
+    assert AgentParams(domain="textworld", templates=["tw-coin_collector", "tw-treasure_hunter"]).domain == "textworld"
+    with pytest.raises(ValidationError, match="agent.templates .*rename_file.* do not belong to agent.domain textworld"):
+        AgentParams(domain="textworld")
+    with pytest.raises(ValidationError, match="tw-coin_collector.* do not belong to agent.domain terminal"):
+        AgentParams(domain="terminal", templates=["tw-coin_collector"])

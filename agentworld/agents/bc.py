@@ -20,6 +20,7 @@ from trl import SFTConfig, SFTTrainer
 
 from agentworld.agents.episodes import task_options
 from agentworld.agents.policy import DONE_ACTION, agent_messages
+from agentworld.agents.success import solved
 from agentworld.config import AgentParams, DistributedParams
 from agentworld.data.io import read_transitions
 from agentworld.data.schema import group_trajectories
@@ -37,27 +38,29 @@ class Demo:
     actions: tuple[str, ...]
 
 
-def first_observation(domain: str, instruction: str) -> str:
-    """What the real environment's reset shows (recorded rows keep only the instruction)."""
+def first_observation(domain: str, instruction: str) -> str | None:
+    """What the real environment's reset shows, rebuilt from a recorded row (rows keep only the
+    instruction); None where it cannot be rebuilt (a TextWorld game's opening text)."""
     if domain == "terminal":
         from agentworld.envs.sandbox import WORKDIR
         from agentworld.envs.terminal import prompt
 
         return f"{instruction}\n\n{prompt(WORKDIR)}"
-    return instruction
+    return None
 
 
 def recorded_demos(path: Path, templates: Sequence[str]) -> list[Demo]:
-    """Successful episodes of a validated trajectory file, cut at the solving step."""
+    """Successful episodes of a validated trajectory file, cut at the solving step (none for a
+    domain whose first observation the rows cannot give back: scripted demos only there)."""
     demos = []
     for trajectory_id, rows in sorted(group_trajectories(read_transitions(path)).items()):
-        solved = next((k for k, row in enumerate(rows) if row.reward > 0), None)
-        template = rows[0].info.get("template")
-        if solved is None or (templates and template not in templates):
+        first = first_observation(rows[0].domain, rows[0].instruction)
+        solved_at = next((k for k, row in enumerate(rows) if solved(row.reward, row.info)), None)
+        template = rows[0].info.get("template") or rows[0].info.get("game_type")
+        if first is None or solved_at is None or (templates and template not in templates):
             continue
-        kept = rows[:solved + 1]
-        demos.append(Demo(trajectory_id, template, (first_observation(rows[0].domain, rows[0].instruction),
-                                                    *(r.observation for r in kept)), tuple(r.action for r in kept)))
+        kept = rows[:solved_at + 1]
+        demos.append(Demo(trajectory_id, template, (first, *(r.observation for r in kept)), tuple(r.action for r in kept)))
     return demos
 
 
@@ -68,20 +71,20 @@ def scripted_demos(domain: str, episodes: int, first_seed: int, templates: Seque
     try:
         for k in range(episodes):
             seed = first_seed + k
-            observation, info = env.reset(seed=seed, options=task_options(templates, seed))
+            observation, start = env.reset(seed=seed, options=task_options(templates, seed))
             policy = make_policy(domain, "scripted", env.task)  # type: ignore[attr-defined]
             rng = random.Random(f"demo:{seed}")
             observations, actions, history = [observation], [], []
             for _ in range(max_steps):
                 action = policy.act(observation, history, rng)
-                observation, reward, terminated, truncated, _ = env.step(action)
+                observation, reward, terminated, truncated, info = env.step(action)
                 steps += 1
                 actions.append(action)
                 observations.append(observation)
                 history.append((action, observation))
-                if reward > 0:
-                    demos.append(Demo(f"{domain}-demo-{seed}", info.get("template"), tuple(observations), tuple(actions)))
-                if terminated or truncated:
+                if solved(reward, info):
+                    demos.append(Demo(f"{domain}-demo-{seed}", start.get("template"), tuple(observations), tuple(actions)))
+                if terminated or truncated or solved(reward, info):
                     break
     finally:
         env.close()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.agents.policy import EpisodeTokens, LMAgent
-from agentworld.agents.success import SimSuccess, invalid_action
+from agentworld.agents.success import SimSuccess, invalid_action, solved
 from agentworld.envs.base import TextEnv
 from agentworld.simulation.env import WorldModelEnv, step_many
 
@@ -76,7 +76,7 @@ def play(agent: LMAgent, envs: Sequence[TextEnv], seeds: Sequence[int], *, max_s
             episode.actions.append(action)
             episode.observations.append(observation)
             if not episode.simulated:
-                episode.success = episode.success or reward > 0
+                episode.success = episode.success or solved(reward, info)
                 episode.invalid_actions += invalid_action(action, info) and not info.get("ended_by_agent", False)
             if terminated or truncated or step == max_steps - 1:
                 continue

@@ -21,9 +21,13 @@ from agentworld.models.tokenizer import IM_END
 AGENT_SYSTEM: dict[str, str] = {
     "terminal": "You operate a Linux bash shell to complete the task in the first message. "
                 "Reply with exactly one shell command per turn. Reply submit when the task is done.",
+    "textworld": "You play the text adventure in the first message until you win it. "
+                 "Reply with exactly one game command per turn (go north, take ..., open ...). "
+                 "Reply submit when the game is won.",
 }
-#: What the agent says when it is done (the system prompt above tells it so).
-DONE_ACTION: dict[str, str] = {"terminal": "submit"}
+#: What the agent says when it is done (the system prompt above tells it so). A real TextWorld
+#: game ends by itself when won; a simulated one ends on this action.
+DONE_ACTION: dict[str, str] = {"terminal": "submit", "textworld": "submit"}
 FIRST_OBSERVATION_CHARS = 400
 
 

@@ -65,6 +65,14 @@ def sim_success(name: str) -> SimSuccess:
     raise ValueError(f"agent.rl.sim_success: {name!r} is not one of reference, world_model")
 
 
+def solved(reward: float, info: dict) -> bool:
+    """A real step that solved its task: the env's `won` flag where it has one (TextWorld scores
+    points before the game is won), else a positive reward (the terminal checker passed)."""
+    return bool(info["won"]) if "won" in info else reward > 0
+
+
 def invalid_action(action: str, info: dict) -> bool:
-    """An action the real environment rejected: empty, failed (non-zero exit) or timed out."""
-    return not action.strip() or bool(info.get("timed_out")) or int(info.get("exit_code", 0) or 0) != 0
+    """An action the real environment rejected: empty, failed (non-zero exit), timed out, or a
+    game command that was not admissible where it was given (TextWorld)."""
+    return (not action.strip() or bool(info.get("timed_out")) or int(info.get("exit_code", 0) or 0) != 0
+            or info.get("admissible") is False)

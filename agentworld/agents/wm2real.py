@@ -15,7 +15,7 @@ from typing import Any
 
 from agentworld.agents.episodes import Episode, play, task_options
 from agentworld.agents.policy import LMAgent
-from agentworld.agents.success import SimSuccess
+from agentworld.agents.success import SimSuccess, solved
 from agentworld.envs.base import TextEnv
 from agentworld.simulation.env import WorldModelEnv
 
@@ -25,8 +25,8 @@ def replay(episode: Episode, env: TextEnv, templates: Sequence[str]) -> bool:
     env.reset(seed=episode.seed, options=task_options(templates, episode.seed))
     success = False
     for action in episode.actions:
-        _, reward, terminated, truncated, _ = env.step(action)
-        success = success or reward > 0
+        _, reward, terminated, truncated, info = env.step(action)
+        success = success or solved(reward, info)
         if terminated or truncated:
             break
     return success

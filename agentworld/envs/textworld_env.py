@@ -214,7 +214,9 @@ class TextWorldEnv(TextEnv):
             spec = GameSpec(setup["game_type"], tuple(setup["args"]), int(setup["game_seed"]))
         else:
             game_seed = seed if seed is not None else int(self.np_random.integers(0, _MAX_GAME_SEED))
-            types = (options["game_type"],) if options.get("game_type") else self.game_types
+            # an agent's task "template" in TextWorld is the game type (agentworld/agents)
+            chosen = options.get("game_type") or options.get("template")
+            types = (chosen,) if chosen else self.game_types
             spec = game_spec_for_seed(game_seed, types)
         path = generate_game(spec, self.cache_dir)
         with _quiet_backend():
@@ -231,7 +233,8 @@ class TextWorldEnv(TextEnv):
                    "admissible_at_start": list(state.admissible_commands or [])},
             solution=list(walkthrough),
         )
-        info = {"task_id": spec.name, "game_type": spec.game_type, "seed": seed, **self._info(state)}
+        info = {"task_id": spec.name, "game_type": spec.game_type, "template": spec.game_type, "seed": seed,
+                **self._info(state)}
         return clean_feedback(state.feedback), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

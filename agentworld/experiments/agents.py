@@ -103,14 +103,15 @@ def _experiment(name: str, params: Params, seeds: Sequence[int], root: Path,
     text = render(name, table, seeds, notes)
     reports = root / "reports" / "experiments"
     reports.mkdir(parents=True, exist_ok=True)
-    (reports / f"{name}.json").write_text(json.dumps({"seeds": list(seeds), "table": table}, indent=2))
-    (reports / f"{name}.md").write_text(text + "\n")
+    report = f"{name}_{params.agent.domain}"  # one table per experiment and domain
+    (reports / f"{report}.json").write_text(json.dumps({"seeds": list(seeds), "table": table}, indent=2))
+    (reports / f"{report}.md").write_text(text + "\n")
     with mlflow.start_run(run_id=parent):
         for variant, row in table.items():
             key = variant.replace("+", "_")  # MLflow metric names allow no "+"
             mlflow.log_metrics({f"{key}.{m}.mean": row[m]["mean"] for m in REPORTED + USAGE + TRANSFER})
-        mlflow.log_artifact(str(reports / f"{name}.md"))
-        mlflow.log_artifact(str(reports / f"{name}.json"))
+        mlflow.log_artifact(str(reports / f"{report}.md"))
+        mlflow.log_artifact(str(reports / f"{report}.json"))
     return {"table": table, "markdown": text, "parent_run_id": parent}
 
 

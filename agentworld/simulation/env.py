@@ -29,6 +29,7 @@ END_ACTIONS: dict[str, frozenset[str]] = {
     "mcp": frozenset({"submit", "exit"}),
     "swe": frozenset({"submit"}),
     "web": frozenset({"stop"}),
+    "textworld": frozenset({"submit"}),   # the agents' done action (agentworld/agents/policy.py)
 }
 ERROR_OBSERVATION = "[world model error: no well-formed observation after {attempts} attempts]"
 
