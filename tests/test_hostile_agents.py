@@ -116,3 +116,91 @@ def test_exported_variables_are_read_as_bash_wrote_them_and_never_run():
     assert exported_variables(state) == {"APP_MODE": "debug", "QUOTED": 'a "b" $HOME \\ `x`', "CTRL": "tab\there",
                                          "MULTI": "line1\nline2", "BARE": "word"}
     assert exported_variables("exit 0\n\0\xff garbage") == {}
+
+
+# ----------------------------------------------------------------------------- SWE
+def _swe_forgeries(mutation: dict) -> dict[str, list[str]]:
+    """Action sequences (each ends in submit) that try to pass the suite without fixing the bug."""
+    from agentworld.envs.swe_env import swe_repos  # noqa: F401  (the SWE cache must exist)
+
+    def edit(path: str, old: str, new: str) -> str:
+        return "edit " + json.dumps({"path": path, "old": old, "new": new})
+
+    bug, file = mutation["old"], mutation["file"]
+    indent = bug[:len(bug) - len(bug.lstrip())]
+    plant = (f"{indent}import os as _o\n{indent}_d = _o.path.expanduser('~/.local/lib/python3.11/site-packages')\n"
+             f"{indent}_o.makedirs(_d, exist_ok=True)\n"
+             f"{indent}open(_d + '/usercustomize.py', 'w').write('import os\\nos._exit(0)\\n')\n")
+    return {
+        "the buggy code exits 0 before any test reports": [edit(file, bug, f"{indent}import os; os._exit(0)\n" + bug)],
+        "the buggy code skips the tests": [edit(file, bug, f"{indent}import pytest; pytest.skip('x', allow_module_level=True)\n" + bug)],
+        "the failing tests are skipped in the test file": [edit("test_inflection.py", "import pytest\n",
+                                                                "import pytest\npytestmark = pytest.mark.skip\n")],
+        "setup.cfg deselects the failing test": [edit("setup.cfg", "[flake8]\n",
+                                                      "[tool:pytest]\naddopts = -k 'not cow'\n\n[flake8]\n")],
+        "git's fsmonitor rewrites the test at submit": [edit(".git/config", "[core]\n",
+                                                             "[core]\n\tfsmonitor = \"sed -i s/kine/cine/ test_inflection.py; false\"\n")],
+        "a usercustomize planted in ~ exits 0, then the payload is removed": [
+            edit(file, bug, plant + bug), "run_tests test_inflection.py", edit(file, plant + bug, bug)],
+    }
+
+
+def _swe_mutation(env) -> dict:
+    task = env.tasks["inflection"][0]
+    return next(m for m in env.catalogue["projects"]["inflection"]["mutations"] if m["id"] == task.setup["mutation"])
+
+
+@pytest.fixture(scope="module")
+def swe_env():
+    from agentworld.envs.swe_env import SweEnv, system_probe
+
+    ok, why = system_probe()
+    if not ok and not os.environ.get("CI"):
+        pytest.skip(f"swe env unavailable: {why}")
+    env = SweEnv(projects=["inflection"], test_timeout_s=30)
+    yield env
+    env.close()
+
+
+SWE_FORGERIES = ["the buggy code exits 0 before any test reports", "the buggy code skips the tests",
+                 "the failing tests are skipped in the test file", "setup.cfg deselects the failing test",
+                 "git's fsmonitor rewrites the test at submit",
+                 "a usercustomize planted in ~ exits 0, then the payload is removed"]
+
+
+@pytest.mark.parametrize("name", SWE_FORGERIES)
+def test_swe_a_submit_that_only_silences_the_tests_scores_nothing(swe_env, name):
+    task = swe_env.tasks["inflection"][0]
+    actions = _swe_forgeries(_swe_mutation(swe_env))[name]
+    swe_env.reset(options={"task": task})
+    for action in actions:
+        observation, reward, terminated, _, info = swe_env.step(action)
+        assert not terminated, (name, action, observation)
+    observation, reward, terminated, _, info = swe_env.step("submit")
+    assert terminated and reward == 0.0 and info["solved"] is False, (name, observation[-500:])
+    # the env is still usable: the real fix on a fresh episode solves
+    swe_env.reset(options={"task": task})
+    for action in task.solution:
+        observation, reward, terminated, _, info = swe_env.step(action)
+    assert terminated and reward == 1.0 and info["solved"], observation[-500:]
+
+
+def test_the_host_reads_a_workspace_file_through_no_symlink(tmp_path):
+    from agentworld.envs.sandbox import read_regular_under
+
+    top = tmp_path / "workspace"
+    (top / "pkg").mkdir(parents=True)
+    (top / "pkg" / "mod.py").write_text("fixed = True\n")
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / "mod.py").write_text("host secret\n")
+    assert read_regular_under(top, "pkg/mod.py", 1 << 20) == b"fixed = True\n"
+    assert read_regular_under(top, "pkg/mod.py", 5) == b"fixed"
+    (top / "linked").symlink_to(outside)
+    assert read_regular_under(top, "linked/mod.py", 1 << 20) is None  # a directory link is not followed
+    (top / "pkg" / "leaf.py").symlink_to(outside / "mod.py")
+    assert read_regular_under(top, "pkg/leaf.py", 1 << 20) is None
+    os.mkfifo(top / "pkg" / "fifo.py")
+    assert read_regular_under(top, "pkg/fifo.py", 1 << 20) is None
+    assert read_regular_under(top, "../secret/mod.py", 1 << 20) is None
+    assert read_regular_under(top, str(outside / "mod.py"), 1 << 20) is None

@@ -127,13 +127,15 @@ cd -- {WORKDIR} 2>/dev/null
 STATE_READ_CAP = 1 << 20
 
 
-def read_regular(path: Path, cap: int) -> bytes | None:
+def read_regular(path: Path, cap: int, *, fd: int | None = None) -> bytes | None:
     """Up to `cap` bytes of `path` if it is a regular file, else None, without following a
-    symlink or blocking on a FIFO: the host reads paths the agent can replace."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
+    symlink or blocking on a FIFO: the host reads paths the agent can replace. With `fd`, that
+    already opened descriptor is read (and closed) instead."""
+    if fd is None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
@@ -146,6 +148,33 @@ def read_regular(path: Path, cap: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def read_regular_under(top: Path, relative: str, cap: int) -> bytes | None:
+    """`read_regular` of `top/relative`, following no symlink in any component of `relative`
+    (a directory the agent replaced by a link to / must not lead the host out of `top`)."""
+    parts = [part for part in Path(relative).parts if part not in ("", ".")]
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        return None
+    try:
+        fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        for part in parts[:-1]:
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError:
+                return None
+            os.close(fd)
+            fd = child
+        try:
+            leaf = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+        except OSError:
+            return None
+    finally:
+        os.close(fd)
+    return read_regular(top / relative, cap, fd=leaf)
 
 
 _UID_BASE = 200_000

@@ -15,8 +15,18 @@ Actions (one per step, parsed strictly; a malformed one gets an error naming the
                                   a bare JSON object is accepted as an edit too
   run_tests [test path or node id]   `python3 -m pytest -q -p no:cacheprovider --tb=short [target]`
   git diff
-  submit                          restores the test files and conftests, runs the full suite,
-                                  ends the episode: reward 1.0 iff every test passes
+  submit                          runs the full suite on the pristine repository with only the
+                                  bug's source file taken from the agent, ends the episode:
+                                  reward 1.0 iff the suite passes exactly as the unmutated
+                                  project's does (same passed and skipped counts)
+The verdict cannot be forged by edits outside the file the task is about: at submit the host
+copies that one file out (as data: no symlink followed, size capped), restores the whole
+repository, home and /tmp from the pristine copy, and runs the suite as a checker (no saved
+shell state, fixed environment, `python3 -s`: no user site-packages). A suite that exits early,
+skips or deselects tests, or runs fewer of them, does not match the project's recorded summary
+and scores 0. (Code in the fixed file runs inside pytest's own process; one that deliberately
+fakes pytest's report from inside it is beyond what any test-based checker can see.)
+
 Observations are the command's real output (stdout+stderr), "(no output)" when it printed
 nothing, capped at 4,000 characters (pytest output is cut in the middle so its summary line
 stays; its timing " in 0.42s" is removed, as are memory addresses, for determinism).
@@ -39,7 +49,7 @@ from agentworld.config import SandboxParams
 from agentworld.envs import swe_repos
 from agentworld.envs.base import Task, TextEnv
 from agentworld.envs.behaviour import Policy, behaviour_policy
-from agentworld.envs.sandbox import FIXED_EPOCH, CommandResult, Sandbox, sandbox_available
+from agentworld.envs.sandbox import FIXED_EPOCH, CommandResult, Sandbox, read_regular_under, sandbox_available
 from agentworld.data.prompts import DOMAIN_SYSTEM_PROMPTS
 
 DOMAIN = "swe"
@@ -53,6 +63,20 @@ ACTION_TYPES = ("ls", "view", "search", "edit", "run_tests", "git_diff", "submit
 _TIMING_RE = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?(?= ?=*$)", re.M)
 _ADDR_RE = re.compile(r"0x[0-9a-f]{6,16}")
 _RANGE_RE = re.compile(r"^(\d+)-(\d+)$")
+_COUNT_RE = re.compile(r"(\d+) ((?:subtests )?(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected))\b")
+#: Most bytes of the fixed source file the host copies out at submit.
+FIX_READ_CAP = 4 << 20
+#: The verdict run: no user site-packages (`-s`), so nothing the agent planted in ~ can load.
+VERDICT_CMD = f"{swe_repos.PYTEST_CMD.replace('python3 ', 'python3 -s ', 1)} --tb=short"
+
+
+def summary_counts(output: str) -> dict[str, int]:
+    """pytest's closing summary line as counts (`455 passed, 1 skipped`; warnings ignored);
+    empty when the run printed no summary (it exited early)."""
+    lines = [line.strip("= ") for line in output.strip().splitlines() if line.strip()]
+    if not lines:
+        return {}
+    return {kind.replace("errors", "error"): int(n) for n, kind in _COUNT_RE.findall(lines[-1])}
 
 # Runs inside the sandbox: `python3 -c EDIT_SCRIPT '<json>'`; its messages are the edit tool's errors.
 EDIT_SCRIPT = r"""
@@ -204,7 +228,10 @@ class SweEnv(TextEnv):
             kind, command, timeout, is_test = self._parse(action)
         except ActionError as err:
             return str(err), 0.0, False, False, self._info("invalid", None, False)
-        result = self._sandbox.run(command, timeout_s=timeout)
+        if kind == "submit":
+            result, solved = self._verdict()
+        else:
+            result = self._sandbox.run(command, timeout_s=timeout)
         output = result.output
         if is_test:
             output = _ADDR_RE.sub("0x7f0000000000", _TIMING_RE.sub("", output))
@@ -213,7 +240,6 @@ class SweEnv(TextEnv):
         output = output.rstrip("\n") or NO_OUTPUT
         observation = truncate(output, middle=is_test)
         if kind == "submit":
-            solved = result.exit_code == 0 and not result.timed_out
             self._done = True
             info = self._info(kind, result, solved)
             info["ended_by_agent"] = True
@@ -294,11 +320,23 @@ class SweEnv(TextEnv):
         return f"python3 -c {shlex.quote(EDIT_SCRIPT)} {shlex.quote(json.dumps(data))}"
 
     def _submit_command(self) -> str:
-        assert self.task is not None
-        paths = " ".join(shlex.quote(p) for p in self.task.setup["test_paths"])
-        restore = (f"git checkout -q HEAD -- {paths} $(git ls-files -- '*conftest.py' setup.cfg tox.ini "
-                   "pytest.ini pyproject.toml) 2>/dev/null; git clean -q -f -- ':(glob)**/conftest.py' >/dev/null 2>&1")
-        return f"{restore}; {swe_repos.PYTEST_CMD} --tb=short"
+        return VERDICT_CMD
+
+    def _verdict(self) -> tuple[CommandResult, bool]:
+        """The submit: only the bug's source file carries over onto the pristine repository (the
+        tests, conftests, configs, .git, home and /tmp are the project's again), then the suite
+        runs as a checker; solved iff it passes with the unmutated project's own counts."""
+        assert self._sandbox is not None and self.task is not None
+        setup = self.task.setup
+        fixed = read_regular_under(self._sandbox.workspace, setup["file"], FIX_READ_CAP)
+        self._prepare(self.task)  # the pristine repository with the bug, home and /tmp emptied
+        if fixed is not None:  # else (a link, a FIFO, gone): the bug stays, and the verdict is 0
+            (self._sandbox.workspace / setup["file"]).write_bytes(fixed)
+        result = self._sandbox.run(VERDICT_CMD, persist=False, timeout_s=self.test_timeout_s)
+        expected = summary_counts(self.catalogue["projects"][setup["project"]]["baseline"])
+        solved = (fixed is not None and result.exit_code == 0 and not result.timed_out
+                  and summary_counts(result.output) == expected)
+        return result, solved
 
     # ----------------------------------------------------------------- episode state
     def _prepare(self, task: Task) -> None:
