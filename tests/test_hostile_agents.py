@@ -47,15 +47,30 @@ FORGERIES = {
 }
 
 
-def _attempt(template: str, action: str) -> dict:
+#: The OS domain (a whole server, the agent as root in its user namespace) shares the Terminal's
+#: sandbox and checker: the same forgeries on three of its state tasks, plus its own.
+OS_TASKS = ["fix_secret_mode", "set_shell", "signal_status"]
+OS_FORGERIES = {
+    **FORGERIES,
+    "a preload library for every checker process": "echo /tmp/nowhere.so > /etc/ld.so.preload; touch /tmp/nowhere.so",
+    "the checked files replaced by links to a file that passes": (
+        "for f in /etc/app/db-password.conf /var/log/statusd.status; do ln -sf /etc/hostname $f; done; "
+        "ln -sf /etc/passwd /etc/shadow"),
+}
+ENVS = {"terminal": ("agentworld.envs.terminal", "TerminalEnv", "agentworld.envs.terminal_tasks"),
+        "os": ("agentworld.envs.os_env", "OsEnv", "agentworld.envs.os_tasks")}
+
+
+def _attempt(template: str, action: str, domain: str = "terminal") -> dict:
     """One forging action on a fresh episode of `template`, in a child process capped at 2 GB
     and 60 s; returns what the env answered to it and to a following harmless action."""
+    module, cls, tasks = ENVS[domain]
     script = f"""
 import json, sys
 from agentworld.config import SandboxParams
-from agentworld.envs.terminal import TerminalEnv
-from agentworld.envs.terminal_tasks import generate_task
-env = TerminalEnv(SandboxParams(command_timeout_s=3))
+from {module} import {cls} as Env
+from {tasks} import generate_task
+env = Env(SandboxParams(command_timeout_s=3))
 try:
     env.reset(seed=11, options={{"task": generate_task(11, {template!r})}})
     _, reward, terminated, _, info = env.step(sys.argv[1])
@@ -82,6 +97,34 @@ def test_a_forging_action_scores_nothing_and_the_host_stays_safe(template, name)
     outcome = _attempt(template, FORGERIES[name])
     assert outcome == {"reward": 0.0, "terminated": False, "solved": False,
                        "next_reward": 0.0, "next_solved": False}, (template, name, outcome)
+
+
+@needs_sandbox
+@pytest.mark.parametrize("name", sorted(OS_FORGERIES))
+@pytest.mark.parametrize("template", OS_TASKS)
+def test_os_a_forging_action_scores_nothing_and_the_host_stays_safe(template, name):
+    outcome = _attempt(template, OS_FORGERIES[name], "os")
+    assert outcome == {"reward": 0.0, "terminated": False, "solved": False,
+                       "next_reward": 0.0, "next_solved": False}, (template, name, outcome)
+
+
+@needs_sandbox
+def test_os_an_answer_listing_every_candidate_is_wrong():
+    from agentworld.envs.os_env import OsEnv
+    from agentworld.envs.os_tasks import generate_task
+
+    env = OsEnv(PARAMS)
+    try:
+        task = generate_task(11, "login_users")
+        env.reset(seed=11, options={"task": task})
+        everyone = "alice,bob,carol,dave,erin,frank,grace,heidi,ivan,judy,mallory,oscar,trent,root,admin,pi,test"
+        _, reward, terminated, _, info = env.step(f"answer {everyone}")
+        assert terminated and reward == 0.0 and not info["solved"]
+        env.reset(seed=11, options={"task": task})
+        _, reward, terminated, _, info = env.step(task.solution[-1])
+        assert terminated and reward == 1.0 and info["solved"]
+    finally:
+        env.close()
 
 
 @needs_sandbox
