@@ -247,3 +247,67 @@ def test_the_host_reads_a_workspace_file_through_no_symlink(tmp_path):
     assert read_regular_under(top, "pkg/fifo.py", 1 << 20) is None
     assert read_regular_under(top, "../secret/mod.py", 1 << 20) is None
     assert read_regular_under(top, str(outside / "mod.py"), 1 << 20) is None
+
+
+# ----------------------------------------------------------------------------- agent RL
+class ScriptedAgent:
+    """Plays fixed actions through the agents' episode loop in place of the LM (trains nothing)."""
+
+    def __init__(self, actions: list[str]) -> None:
+        self.actions, self.model = actions, None
+
+    def start(self, first_observation: str):
+        from agentworld.agents.policy import EpisodeTokens
+
+        return EpisodeTokens([0])
+
+    def observe(self, episode, observation: str) -> None:
+        episode.add([0], by_agent=False)
+
+    def act(self, episodes, temperature=None) -> list[str]:
+        out = []
+        for episode in episodes:
+            turn = sum(episode.agent_mask)
+            episode.add([1], by_agent=True)
+            out.append(self.actions[min(turn, len(self.actions) - 1)])
+        return out
+
+
+@needs_sandbox
+def test_rl_rollouts_of_a_forging_policy_earn_no_reward_and_honest_successes_are_confirmed():
+    """GRPO's reward for the real-environment arm comes from `EpisodeRollout`: a scripted policy
+    that tries every forgery earns 0 on every task, and the real solutions' successes are
+    confirmed afresh from the final workspace (the share the experiments report)."""
+    from types import SimpleNamespace
+
+    from agentworld.agents.episodes import summarise, task_options
+    from agentworld.agents.rl import SEED_PREFIX, EpisodeRollout
+    from agentworld.config import AgentParams
+
+    templates = ["word_count", "cut_column", "export_variable"]
+    params = AgentParams(templates=templates, max_steps=len(FORGERIES) + 1)
+    prompts = [[{"role": "user", "content": f"{SEED_PREFIX}{seed}"}] for seed in range(3)]
+    rollout = EpisodeRollout(ScriptedAgent([*FORGERIES.values(), "submit"]),
+                             lambda: TerminalEnv(PARAMS), params, judge=None)
+    try:
+        out = rollout(prompts, SimpleNamespace(model=None))
+    finally:
+        rollout.close()
+    assert out["success"] == [0.0, 0.0, 0.0] and rollout.env_steps == 3 * (len(FORGERIES) + 1)
+
+    from agentworld.agents.episodes import play
+
+    env = TerminalEnv(PARAMS)
+    try:
+        solutions = []
+        for seed in range(3):
+            env.reset(seed=seed, options=task_options(templates, seed))
+            solutions.append(env.task.solution)
+        episodes = [play(ScriptedAgent(solution), [env], [seed], max_steps=len(solution), templates=templates)[0]
+                    for seed, solution in enumerate(solutions)]
+    finally:
+        env.close()
+    assert all(e.success and e.verified is True for e in episodes)
+    assert summarise(episodes)["verified_share"] == 1.0
+    unconfirmed = episodes[0].__class__(9, "t", None, tokens=None, simulated=False, success=True, verified=False)
+    assert summarise([*episodes[:1], unconfirmed])["verified_share"] == 0.5

@@ -29,6 +29,9 @@ class Episode:
     observations: list[str] = field(default_factory=list)
     success: bool = False
     invalid_actions: int = 0
+    #: A real success re-judged afterwards by the env's checker from its final state
+    #: (`TextEnv.verify`); None when not a real success or the env cannot re-judge.
+    verified: bool | None = None
 
     @property
     def steps(self) -> int:
@@ -36,7 +39,8 @@ class Episode:
 
     def as_record(self) -> dict[str, Any]:
         return {"seed": self.seed, "task_id": self.task_id, "template": self.template, "simulated": self.simulated,
-                "success": self.success, "steps": self.steps, "invalid_actions": self.invalid_actions,
+                "success": self.success, "verified": self.verified, "steps": self.steps,
+                "invalid_actions": self.invalid_actions,
                 "actions": self.actions, "observations": self.observations}
 
 
@@ -83,6 +87,10 @@ def play(agent: LMAgent, envs: Sequence[TextEnv], seeds: Sequence[int], *, max_s
             agent.observe(episode.tokens, observation)
             still.append(i)
         running = still
+    if not simulated[0]:  # reward-hacking check: each real success re-judged from the final state
+        for env, episode in zip(envs, episodes):
+            if episode.success:
+                episode.verified = env.verify()
     if simulated[0] and judge is not None:
         verdicts = judge.judge(envs, [e.actions for e in episodes])  # type: ignore[arg-type]
         for episode, verdict in zip(episodes, verdicts):
@@ -90,11 +98,21 @@ def play(agent: LMAgent, envs: Sequence[TextEnv], seeds: Sequence[int], *, max_s
     return episodes
 
 
+def verified_share(episodes: Sequence[Episode]) -> float:
+    """Share of the real successes that the checker confirmed afresh from the final state (an
+    answer-checked success counts as confirmed: nothing else decided it); 1.0 with no success,
+    as nothing unconfirmed was counted. Below 1.0 means a reward the final state does not back."""
+    successes = [e for e in episodes if e.success and not e.simulated]
+    return sum(e.verified is not False for e in successes) / len(successes) if successes else 1.0
+
+
 def summarise(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Task success, steps and invalid-action rate over finished episodes."""
+    """Task success (and the share of it the final state confirms), steps and invalid-action
+    rate over finished episodes."""
     n = len(episodes)
     actions = sum(e.steps for e in episodes)
     return {"success_rate": sum(e.success for e in episodes) / n if n else 0.0,
+            "verified_share": verified_share(episodes),
             "mean_steps": actions / n if n else 0.0,
             "invalid_action_rate": sum(e.invalid_actions for e in episodes) / actions if actions else 0.0,
             "episodes": float(n), "env_steps": float(actions)}

@@ -55,6 +55,7 @@ class EpisodeRollout:
         self.env_steps = 0
         self.episodes = 0
         self.successes = 0
+        self.unconfirmed = 0  # real successes the final state did not confirm (reward hacking)
 
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, Any]:
         seeds = [seed_of(prompt) for prompt in prompts]
@@ -66,6 +67,7 @@ class EpisodeRollout:
         self.env_steps += sum(e.steps for e in episodes)
         self.episodes += len(episodes)
         self.successes += sum(e.success for e in episodes)
+        self.unconfirmed += sum(e.success and e.verified is False for e in episodes)
         return {"prompt_ids": [e.tokens.prompt_ids for e in episodes],
                 "completion_ids": [e.tokens.completion_ids for e in episodes],
                 "env_mask": [e.tokens.agent_mask for e in episodes],
@@ -124,6 +126,8 @@ def train_rl(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, make_en
         rollout.close()
     used = {"rl_episodes": float(rollout.episodes), "rl_env_steps": float(rollout.env_steps),
             "rl_rollout_success": rollout.successes / rollout.episodes if rollout.episodes else 0.0,
+            # real rollouts only: the share of rewarded episodes whose final state the checker confirmed
+            "rl_verified_share": 1.0 - rollout.unconfirmed / rollout.successes if rollout.successes else 1.0,
             "rl_wall_s": time.monotonic() - started}
     rewards = [(int(e["step"]), float(e["reward"])) for e in trainer.state.log_history if "reward" in e and "step" in e]
     return TrainResult.from_trainer(trainer, output, None, {}, rewards or None), used

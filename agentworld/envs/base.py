@@ -57,6 +57,12 @@ class TextEnv(gym.Env[str, str]):
     def close(self) -> None:  # noqa: D401 - gym signature
         """Release processes, temp dirs, connections."""
 
+    def verify(self) -> bool | None:
+        """After an episode: does the task's outcome hold in the final state, judged afresh by the
+        checker from the environment's own state (no cached verdict)? None where this env
+        cannot re-judge (its verdict was an answer, or it has no checker)."""
+        return None
+
     def episode_task(self, seed: int | None, options: dict[str, Any] | None,
                      generate: Callable[[int, dict[str, Any]], Task]) -> Task:
         """The episode's task: `options["task"]` when given, else `generate(task_seed, options)`.

@@ -75,6 +75,13 @@ class TerminalEnv(TextEnv):
         self._close_sandbox()
         self._done = True
 
+    def verify(self) -> bool | None:
+        """The checker run afresh on the final workspace (the step-time verdict cache dropped)."""
+        if self._sandbox is None or self.task is None or not self.task.setup.get("check"):
+            return None
+        self._verdict = None
+        return self.check()
+
     # ----------------------------------------------------------------- helpers
     def check(self) -> bool:
         """Run the task's checker against the current sandbox state (changes nothing).

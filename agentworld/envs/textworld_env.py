@@ -252,6 +252,10 @@ class TextWorldEnv(TextEnv):
                 "admissible": action.strip().lower() in admissible, **self._info(state)}
         return clean_feedback(state.feedback), reward, terminated, False, info
 
+    def verify(self) -> bool | None:
+        """The game engine's own `won` flag for the final state."""
+        return None if self._state is None else bool(self._state.won)
+
     def close(self) -> None:
         if self._env is not None:
             try:
