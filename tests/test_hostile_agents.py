@@ -311,3 +311,35 @@ def test_rl_rollouts_of_a_forging_policy_earn_no_reward_and_honest_successes_are
     assert summarise(episodes)["verified_share"] == 1.0
     unconfirmed = episodes[0].__class__(9, "t", None, tokens=None, simulated=False, success=True, verified=False)
     assert summarise([*episodes[:1], unconfirmed])["verified_share"] == 0.5
+
+
+# ----------------------------------------------------------------------------- TextWorld
+TEXTWORLD_FORGERIES = {
+    "Inform debug verbs": ["purloin coin", "gonear coin", "abstract coin to me", "tree"],
+    "score and win verbs": ["score 100", "win", "xyzzy"],
+    "restart, confirmed": ["restart", "yes", "take coin"],
+    "quit, confirmed": ["quit", "y"],
+    "an overly long action": ["take " + "coin " * 20_000],
+    "a binary action": ["take \x00\xff\x1b[2J coin\r\n"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXTWORLD_FORGERIES))
+def test_textworld_verbs_outside_the_game_win_nothing(name):
+    """The game engine decides: no debug verb, restart, quit or malformed action wins a game,
+    and the env answers a new episode afterwards."""
+    from agentworld.envs.textworld_env import TextWorldEnv
+
+    env = TextWorldEnv()
+    try:
+        env.reset(seed=7, options={"template": "tw-coin_collector"})
+        for action in TEXTWORLD_FORGERIES[name]:
+            _, reward, terminated, _, info = env.step(action)
+            assert not info["won"] and reward <= 0.0, (name, action)
+            if terminated:
+                break
+        assert env.verify() is False
+        observation, _ = env.reset(seed=7, options={"template": "tw-coin_collector"})
+        assert observation and env.step("look")[4]["won"] is False
+    finally:
+        env.close()

@@ -181,6 +181,12 @@ def clean_feedback(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the env
+def game_command(action: str) -> str:
+    """The action as one line of printable text: the game's interpreter runs inside this process
+    and a NUL byte in a command crashes it (segmentation fault), taking the collector with it."""
+    return " ".join("".join(c if c.isprintable() else " " for c in action).split())
+
+
 class TextWorldEnv(TextEnv):
     """Gymnasium-style text env over a real TextWorld game (see module docstring)."""
 
@@ -241,15 +247,16 @@ class TextWorldEnv(TextEnv):
         if self._done or self._env is None or self.task is None:
             raise RuntimeError("episode is over (or never started); call reset() first")
         admissible = set(self._state.admissible_commands or []) if self._state is not None else set()
+        command = game_command(action)
         with _quiet_backend():
-            state, _, done = self._env.step(action)
+            state, _, done = self._env.step(command)
         self._state, self._steps = state, self._steps + 1
         score = int(state.score or 0)
         reward, self._score = float(score - self._score), score
         terminated = bool(state.won or state.lost or done)
         self._done = terminated
-        info = {"task_id": self.task.task_id, "step": self._steps,
-                "admissible": action.strip().lower() in admissible, **self._info(state)}
+        info = {"task_id": self.task.task_id, "step": self._steps, "admissible": command.lower() in admissible,
+                **self._info(state)}
         return clean_feedback(state.feedback), reward, terminated, False, info
 
     def verify(self) -> bool | None:
