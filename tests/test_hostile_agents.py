@@ -44,6 +44,7 @@ FORGERIES = {
                               "export BASH_ENV=/tmp/x.sh ENV=/tmp/x.sh"),
     "state replaced by a symlink to /dev/zero": "trap - EXIT; ln -sf /dev/zero /run/sandbox/state.sh",
     "state replaced by a FIFO": "trap - EXIT; rm -f /run/sandbox/state.sh; mkfifo /run/sandbox/state.sh",
+    "a NUL byte in the command line (raised in the host before)": "echo ok > answer.txt\x00; exit 0",
 }
 
 
@@ -73,7 +74,7 @@ from {tasks} import generate_task
 env = Env(SandboxParams(command_timeout_s=3))
 try:
     env.reset(seed=11, options={{"task": generate_task(11, {template!r})}})
-    _, reward, terminated, _, info = env.step(sys.argv[1])
+    _, reward, terminated, _, info = env.step(json.loads(sys.argv[1]))
     after = env.step("echo still-here")
     print(json.dumps({{"reward": reward, "terminated": terminated, "solved": info["solved"],
                       "next_reward": after[1], "next_solved": after[4]["solved"]}}))
@@ -84,7 +85,7 @@ finally:
     def cap_memory() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
-    done = subprocess.run([sys.executable, "-c", script, action], cwd=PROJECT, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(action)], cwd=PROJECT, capture_output=True, text=True,
                           timeout=60, preexec_fn=cap_memory)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -396,6 +396,9 @@ class Sandbox:
         from /workspace, and nothing it does is saved.
         """
         root = self._require_root()
+        if "\x00" in command:  # an argv cannot hold one; answered like a shell's usage error, nothing runs
+            return CommandResult(output="bash: the command line contains a NUL byte; nothing was run\n", exit_code=2,
+                                 timed_out=False, truncated=False, duration_s=0.0, cwd=self.cwd())
         timeout = self.params.command_timeout_s if timeout_s is None else timeout_s
         argv = self._argv(root, command, persist, check_env or {})
         read_fd, write_fd = os.pipe()
