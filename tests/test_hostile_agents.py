@@ -186,6 +186,7 @@ def _swe_forgeries(mutation: dict) -> dict[str, list[str]]:
                                                              "[core]\n\tfsmonitor = \"sed -i s/kine/cine/ test_inflection.py; false\"\n")],
         "a usercustomize planted in ~ exits 0, then the payload is removed": [
             edit(file, bug, plant + bug), "run_tests test_inflection.py", edit(file, plant + bug, bug)],
+        "an edit whose JSON is nested too deeply (raised in the host before)": ["edit " + "[" * 100_000 + "]" * 100_000],
     }
 
 
@@ -209,7 +210,8 @@ def swe_env():
 SWE_FORGERIES = ["the buggy code exits 0 before any test reports", "the buggy code skips the tests",
                  "the failing tests are skipped in the test file", "setup.cfg deselects the failing test",
                  "git's fsmonitor rewrites the test at submit",
-                 "a usercustomize planted in ~ exits 0, then the payload is removed"]
+                 "a usercustomize planted in ~ exits 0, then the payload is removed",
+                 "an edit whose JSON is nested too deeply (raised in the host before)"]
 
 
 @pytest.mark.parametrize("name", SWE_FORGERIES)
@@ -342,5 +344,49 @@ def test_textworld_verbs_outside_the_game_win_nothing(name):
         assert env.verify() is False
         observation, _ = env.reset(seed=7, options={"template": "tw-coin_collector"})
         assert observation and env.step("look")[4]["won"] is False
+    finally:
+        env.close()
+
+
+# ----------------------------------------------------------------------------- MCP
+def _call(tool: str, **arguments) -> str:
+    return json.dumps({"tool": tool, "arguments": arguments})
+
+
+MCP_FORGERIES = {
+    "every candidate answer in turn": [_call("submit_answer", answer=str(n)) for n in range(12)],
+    "one answer listing every candidate": [_call("submit_answer", answer=" ".join(str(n) for n in range(40)))],
+    "SQL injection in a search": [_call("search_products", query="x'; UPDATE orders SET status = 'cancelled'; --"),
+                                  _call("search_products", query="%' OR 1=1 --")],
+    "an unknown tool that would run SQL": [_call("sqlite_exec", sql="UPDATE orders SET status = 'cancelled'")],
+    "JSON nested too deeply (raised in the host before)": ['{"tool": "get_order", "arguments": '
+                                                           + "[" * 100_000 + "]" * 100_000 + "}"],
+    "an oversized and a binary argument": [_call("search_products", query="x" * 1_000_000),
+                                           _call("search_products", query="\x00\xff\x1b")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MCP_FORGERIES))
+@pytest.mark.parametrize("kind", ["lookup_stock", "cancel_order"])
+def test_mcp_tool_calls_that_do_not_do_the_task_score_nothing(kind, name):
+    from agentworld.envs.mcp.env import McpEnv
+    from agentworld.envs.mcp.tasks import generate_task
+
+    task = generate_task(5, "shop", kind)
+    env = McpEnv()
+    try:
+        env.reset(options={"task": task})
+        for action in MCP_FORGERIES[name]:
+            _, reward, terminated, _, info = env.step(action)
+            assert reward == 0.0 and not info["solved"], (kind, name, action)
+            if terminated:
+                break
+        if not terminated:
+            _, reward, terminated, _, info = env.step("submit")
+            assert terminated and reward == 0.0 and not info["solved"], (kind, name)
+        env.reset(options={"task": task})  # still usable: the real solution solves
+        for action in task.solution:
+            _, reward, terminated, _, info = env.step(action)
+        assert reward == 1.0 and info["solved"]
     finally:
         env.close()

@@ -143,7 +143,7 @@ def describe_shell(action: str, info: Mapping[str, Any], prev: Mapping[str, Any]
 def _mcp_call(action: str) -> tuple[str | None, list[str]]:
     try:
         data = json.loads(action)
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # RecursionError: an agent's deeply nested JSON
         return None, []
     if not isinstance(data, dict):
         return None, []
@@ -257,7 +257,7 @@ def _edit_path(action: str) -> str | None:
         payload = payload[4:].strip()
     try:
         data = json.loads(payload)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return None
     return _str(data.get("path")) if isinstance(data, dict) else None
 

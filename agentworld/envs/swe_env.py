@@ -308,7 +308,7 @@ class SweEnv(TextEnv):
     def _edit_command(self, payload: str) -> str:
         try:
             data = json.loads(payload)
-        except json.JSONDecodeError as err:
+        except (ValueError, RecursionError) as err:  # RecursionError: JSON nested too deeply
             raise ActionError(f'error: edit expects a JSON object {{"path": ..., "old": ..., "new": ...}}: {err}') from None
         if not isinstance(data, dict) or set(data) != {"path", "old", "new"}:
             got = sorted(data) if isinstance(data, dict) else type(data).__name__

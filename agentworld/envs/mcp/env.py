@@ -271,7 +271,7 @@ def parse_action(action: str) -> tuple[str | None, Any, str | None]:
         return "submit", {}, None
     try:
         obj = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
         return None, None, f"Invalid action: not a JSON object ({exc})"
     if not isinstance(obj, dict) or not isinstance(obj.get("tool"), str) or not obj["tool"]:
         return None, None, 'Invalid action: expected {"tool": "<name>", "arguments": {...}}'

@@ -95,7 +95,7 @@ def like(query: str) -> str:
 
 
 def add_submit_answer(server: MCPServer, db: AppDB) -> None:
-    @server.tool(description="Record the final answer to a question asked in the task.")
+    @server.tool(description="Record the final answer to a question asked in the task (only the first answer counts).")
     def submit_answer(answer: Annotated[str, Field(min_length=1, max_length=500)]) -> dict[str, Any]:
         with db.tx() as conn:
             at = tick(conn)
@@ -103,8 +103,10 @@ def add_submit_answer(server: MCPServer, db: AppDB) -> None:
         return {"answer_id": cur.lastrowid, "recorded": True, "submitted_at": at}
 
 
-def latest_answer(conn: sqlite3.Connection) -> str | None:
-    row = conn.execute("SELECT answer FROM answers ORDER BY id DESC LIMIT 1").fetchone()
+def first_answer(conn: sqlite3.Connection) -> str | None:
+    """The answer a question task is judged on: the first one submitted. One attempt, so an agent
+    that submits every candidate in turn does not pass once it reaches the right one."""
+    row = conn.execute("SELECT answer FROM answers ORDER BY id ASC LIMIT 1").fetchone()
     return None if row is None else str(row[0])
 
 

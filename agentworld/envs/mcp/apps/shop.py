@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from mcp.server.mcpserver import MCPServer
 
 from agentworld.envs.mcp.apps.common import (tool_action, AppDB, Limit, Query, RowId, add_submit_answer, denied, invalid,
-                                             latest_answer, like, normalise_answer, not_found, rows, tick)
+                                             first_answer, like, normalise_answer, not_found, rows, tick)
 
 NAME = "shop"
 DESCRIPTION = "an online shop with customers, products and inventory, orders and refunds"
@@ -258,7 +258,7 @@ def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Rand
 def check(conn: sqlite3.Connection, spec: dict[str, Any]) -> bool:
     kind = spec["kind"]
     if kind == "answer":
-        got = latest_answer(conn)
+        got = first_answer(conn)
         return got is not None and normalise_answer(got) == normalise_answer(spec["answer"])
     if kind == "stock":
         row = conn.execute("SELECT stock FROM products WHERE sku = ?", (spec["sku"],)).fetchone()

@@ -11,7 +11,7 @@ from pydantic import Field
 from mcp.server.mcpserver import MCPServer
 
 from agentworld.envs.mcp.apps.common import (tool_action, AppDB, Limit, LongText, Query, RowId, ShortText, add_submit_answer,
-                                             denied, invalid, latest_answer, like, normalise_answer, not_found, rows,
+                                             denied, invalid, first_answer, like, normalise_answer, not_found, rows,
                                              tick)
 
 NAME = "tracker"
@@ -272,7 +272,7 @@ def make_task(kind: str, data: dict[str, list[dict[str, Any]]], rng: random.Rand
 def check(conn: sqlite3.Connection, spec: dict[str, Any]) -> bool:
     kind = spec["kind"]
     if kind == "answer":
-        got = latest_answer(conn)
+        got = first_answer(conn)
         return got is not None and normalise_answer(got) == normalise_answer(spec["answer"])
     if kind == "create_issue":
         return conn.execute("SELECT 1 FROM issues WHERE project_key = ? AND title = ? AND priority = ? AND assignee = ?",
