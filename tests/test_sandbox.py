@@ -186,11 +186,63 @@ def test_memory_and_file_size_limits(sandbox):
 
 def test_disk_quota_when_mountable():
     with Sandbox(PARAMS, disk_mb=8) as sb:
-        if not sb._mounted:  # noqa: SLF001 - needs root with CAP_SYS_ADMIN on the host
-            pytest.skip("no tmpfs quota: not allowed to mount here")
+        if not sb.disk_capped:
+            pytest.skip("no tmpfs quota: neither root nor unprivileged namespaces here")
         result = sb.run("for i in 1 2 3 4; do head -c 3M /dev/zero > f$i || exit 1; done")
         assert result.exit_code != 0 and "No space left on device" in result.output
         assert_still_works(sb)
+
+
+NON_ROOT_PROBE = """
+import os, sys
+from agentworld.config import SandboxParams
+from agentworld.envs.sandbox import Sandbox
+from agentworld.envs.terminal import TerminalEnv
+from agentworld.envs.terminal_tasks import generate_task
+assert os.getuid() != 0
+sb = Sandbox(SandboxParams(command_timeout_s=5), disk_mb=8)
+sb.start()
+sb.write_files({"a/seed.txt": "hello"})
+full = sb.run("cat a/seed.txt; for i in 1 2 3 4; do head -c 3M /dev/zero > f$i || exit 1; done")
+seen = sorted(os.listdir(sb.workspace))
+host_dir = sb._host_dir
+capped = sb.disk_capped
+sb.close()
+env = TerminalEnv(SandboxParams(command_timeout_s=5))
+task = generate_task(3, "count_lines")
+env.reset(seed=3, options={"task": task})
+for action in task.solution:
+    reward = env.step(action)[1]
+env.close()
+print(capped, full.exit_code != 0 and "No space left on device" in full.output, full.output.startswith("hello"),
+      "f1" in seen and "a" in seen, not host_dir.exists(), reward)
+"""
+
+
+def test_disk_is_capped_without_root_too():
+    """Not root: a holder process mounts the episode's tmpfs in its own user and mount namespace,
+    the host works through /proc/<holder>/root and commands enter it before bwrap. Run here as
+    `nobody` with the system python3 (the project's interpreter may sit in a root-only home)."""
+    import subprocess
+    import sys
+
+    system = "/usr/bin/python3"
+    if os.getuid() != 0 or not shutil.which("setpriv") or not os.path.exists(system):
+        pytest.skip("needs root (to switch to nobody), setpriv and /usr/bin/python3")
+    same_abi = subprocess.run([system, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+    if same_abi.stdout.strip() != str(sys.version_info[:2]):
+        pytest.skip(f"/usr/bin/python3 is not Python {sys.version_info[:2]}: the venv's packages cannot load")
+    from agentworld.envs.sandbox import _traversable_by_others
+
+    site = next(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p))
+    project = str(Path(__file__).resolve().parents[1])
+    if not all(_traversable_by_others(Path(p)) for p in (project, site)):
+        pytest.skip("the checkout or its packages are not readable by other users (nobody cannot import them)")
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": f"{project}:{site}", "TMPDIR": "/tmp"}
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", system, "-s", "-c",
+                           NON_ROOT_PROBE], capture_output=True, text=True, timeout=120, env=env, cwd="/tmp")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True"] * 5 + ["1.0"], done.stdout
 
 
 def test_background_jobs_do_not_outlive_the_step(sandbox):

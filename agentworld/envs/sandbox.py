@@ -13,8 +13,10 @@ Containment, per command:
 - filesystem: a read-only `/` built per episode (fixed mtimes, synthetic /etc/passwd),
   /usr read-only without /usr/local, a few /etc files; nothing else of the host. The
   episode's /workspace, /home/agent and /tmp are host directories bound read-write (a
-  per-command tmpfs would forget /tmp between steps), all on one size-capped tmpfs when we
-  may mount one (as root), removed on close;
+  per-command tmpfs would forget /tmp between steps), all on one size-capped tmpfs, removed on
+  close. As root we mount it; otherwise a small holder process mounts it in its own user and
+  mount namespace, the host reaches the files through /proc/<holder>/root, and every command
+  enters that namespace (nsenter) before bwrap, so the cap holds without privileges;
 - limits: wall-clock timeout, output cap, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC;
 - identity: as host root we start bwrap as a dedicated unprivileged uid (one per sandbox),
   because the kernel does not enforce RLIMIT_NPROC for uid 0; inside, the agent is `agent`
@@ -246,8 +248,10 @@ class Sandbox:
         if any(not d or "/" in d or d in ("usr", "proc", "dev", "tmp") for d in self.writable_dirs):
             raise ValueError(f"writable_dirs must be top-level dirs other than usr/proc/dev/tmp: {writable_dirs!r}")
         self._base_dir = Path(base_dir or tempfile.gettempdir())
-        self._root: Path | None = None
+        self._root: Path | None = None      # where the host reads and writes the episode's files
+        self._host_dir: Path | None = None  # the directory itself (the tmpfs mount point)
         self._mounted = False
+        self._holder: subprocess.Popen[str] | None = None  # non-root: owns the size-capped tmpfs
         self._host_uid = (_UID_BASE + (os.getpid() * 97 + next(_uid_counter)) % 800_000
                           if _is_root() else os.getuid())
 
@@ -264,8 +268,14 @@ class Sandbox:
             sweep_stale(self._base_dir)
         root = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-", dir=self._base_dir))
         os.chmod(root, 0o711)  # the sandbox uid must traverse it to bind the subdirectories
+        self._host_dir = root
+        if _is_root():
+            self._mounted = _mount_tmpfs(root, self.disk_mb)
+        else:
+            self._holder = _hold_tmpfs(root, self.disk_mb)
+            if self._holder is not None:
+                root = Path(f"/proc/{self._holder.pid}/root{root}")
         self._root = root
-        self._mounted = _is_root() and _mount_tmpfs(root, self.disk_mb)
         _live.add(self)
         for name, mode in (("workspace", 0o755), ("home", 0o755), ("tmp", 0o1777), ("control", 0o755)):
             (root / name).mkdir(mode=mode)
@@ -291,9 +301,17 @@ class Sandbox:
         root, self._root = self._root, None
         if root is None:
             return
-        _remove_tree(root, self._mounted)
+        if self._holder is not None:  # the tmpfs ends with the holder's namespace
+            _release_holder(self._holder)
+            self._holder = None
+        _remove_tree(self._host_dir or root, self._mounted)
         self._mounted = False
         _live.discard(self)
+
+    @property
+    def disk_capped(self) -> bool:
+        """Whether the episode's files live on a tmpfs of `disk_mb` (else only per-file limits)."""
+        return self._mounted or self._holder is not None
 
     def __enter__(self) -> Sandbox:
         self.start()
@@ -320,11 +338,12 @@ class Sandbox:
 
     def write_files(self, files: Mapping[str, str | bytes], mode: int = 0o644) -> None:
         """Seed files into /workspace from the host (paths relative to /workspace)."""
-        ws = self.workspace.resolve()
+        ws = self.workspace  # checked lexically: resolving would leave a holder's /proc/<pid>/root view
         for rel, content in files.items():
-            path = (ws / rel).resolve()
-            if ws not in path.parents:
+            parts = Path(rel).parts
+            if not parts or Path(rel).is_absolute() or ".." in parts:
                 raise ValueError(f"setup file {rel!r} escapes the workspace")
+            path = ws / rel
             for parent in reversed(path.relative_to(ws).parents):
                 if parent != Path("."):
                     (ws / parent).mkdir(exist_ok=True)
@@ -425,6 +444,10 @@ class Sandbox:
             duration_s=round(time.monotonic() - started, 4), cwd=self.cwd())
 
     def _argv(self, root: Path, command: str, persist: bool, check_env: Mapping[str, str]) -> list[str]:
+        enter: list[str] = []
+        if self._holder is not None:  # bwrap runs inside the holder's namespaces, where the tmpfs is
+            enter = ["nsenter", "--target", str(self._holder.pid), "--user", "--mount", "--preserve-credentials", "--"]
+            root = self._host_dir or root
         p = self.params
         nproc = p.max_processes if _is_root() else _own_process_count() + p.max_processes
         limits = ["prlimit", f"--as={p.memory_mb * 2**20}", f"--fsize={p.file_size_mb * 2**20}",
@@ -452,7 +475,7 @@ class Sandbox:
         for key, value in {**self.env, **(check_env if not persist else {})}.items():
             bwrap += ["--setenv", key, value]
         bwrap += ["--setenv", "BASH_ENV", BASH_ENV_PATH, "--", "/bin/bash", "-c", command, "bash"]
-        return limits + bwrap
+        return limits + enter + bwrap
 
     def _drop_privileges(self) -> dict[str, object]:
         """As root, start bwrap as the sandbox's own unprivileged uid (RLIMIT_NPROC is real then)."""
@@ -591,6 +614,33 @@ def sweep_stale(base_dir: Path) -> int:
 def _close_all() -> None:
     for sandbox in list(_live):
         sandbox.close()
+
+
+def _hold_tmpfs(path: Path, size_mb: int) -> subprocess.Popen[str] | None:
+    """Without root: a process in its own user and mount namespace mounts a `size_mb` tmpfs on
+    `path` and waits on its stdin (so it ends with us); None where namespaces are refused."""
+    script = ('mount -t tmpfs -o "size=$2m,nr_inodes=65536,mode=0711" tmpfs "$1" && echo ready && read _')
+    try:
+        holder = subprocess.Popen(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh",
+                                   str(path), str(size_mb)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    except OSError:
+        return None
+    assert holder.stdout is not None
+    if holder.stdout.readline().strip() != "ready":
+        _release_holder(holder)
+        return None
+    return holder
+
+
+def _release_holder(holder: subprocess.Popen[str]) -> None:
+    try:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        holder.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        holder.kill()
+        holder.wait()
 
 
 def _mount_tmpfs(path: Path, size_mb: int) -> bool:
