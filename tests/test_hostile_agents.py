@@ -164,8 +164,7 @@ def test_exported_variables_are_read_as_bash_wrote_them_and_never_run():
 
 # ----------------------------------------------------------------------------- SWE
 def _swe_forgeries(mutation: dict) -> dict[str, list[str]]:
-    """Action sequences (each ends in submit) that try to pass the suite without fixing the bug."""
-    from agentworld.envs.swe_env import swe_repos  # noqa: F401  (the SWE cache must exist)
+    """Action sequences (submit follows) that try to pass the suite without fixing the bug."""
 
     def edit(path: str, old: str, new: str) -> str:
         return "edit " + json.dumps({"path": path, "old": old, "new": new})

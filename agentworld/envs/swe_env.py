@@ -271,7 +271,7 @@ class SweEnv(TextEnv):
         if name == "submit":
             if rest:
                 raise ActionError("error: submit takes no arguments")
-            return "submit", self._submit_command(), self.test_timeout_s, True
+            return "submit", VERDICT_CMD, self.test_timeout_s, True  # run by _verdict
         if name not in ("ls", "view", "search", "run_tests"):
             raise ActionError(f"error: unknown action {name!r}. Valid actions: {USAGE}")
         try:
@@ -318,9 +318,6 @@ class SweEnv(TextEnv):
         if not data["old"]:
             raise ActionError('error: edit "old" must not be empty')
         return f"python3 -c {shlex.quote(EDIT_SCRIPT)} {shlex.quote(json.dumps(data))}"
-
-    def _submit_command(self) -> str:
-        return VERDICT_CMD
 
     def _verdict(self) -> tuple[CommandResult, bool]:
         """The submit: only the bug's source file carries over onto the pristine repository (the
