@@ -45,6 +45,9 @@ FORGERIES = {
     "state replaced by a symlink to /dev/zero": "trap - EXIT; ln -sf /dev/zero /run/sandbox/state.sh",
     "state replaced by a FIFO": "trap - EXIT; rm -f /run/sandbox/state.sh; mkfifo /run/sandbox/state.sh",
     "a NUL byte in the command line (raised in the host before)": "echo ok > answer.txt\x00; exit 0",
+    "hard links to files outside the workspace": ("for f in /etc/hostname /usr/bin/env /run/sandbox-env "
+                                                   "/run/sandbox/state.sh; do ln -f $f . 2>/dev/null; done; "
+                                                   "ln -f /run/sandbox/state.sh answer.txt; ls -li"),
 }
 
 
@@ -389,3 +392,96 @@ def test_mcp_tool_calls_that_do_not_do_the_task_score_nothing(kind, name):
         assert reward == 1.0 and info["solved"]
     finally:
         env.close()
+
+
+# ----------------------------------------------------------------------------- web
+WEB_FORGERIES = {
+    "goto file: URLs": ["goto file:///etc/passwd", "goto file:///proc/self/environ"],
+    "goto a WebSocket URL on a host port": ["goto ws://127.0.0.1:{port}/"],
+    "goto another host port, three spellings": ["goto http://127.0.0.1:{port}/", "goto //127.0.0.1:{port}/",
+                                                "goto http://localhost:{port}/"],
+    "a script in the search box, echoed on the results page": [
+        'type [7] "<script>new WebSocket(\'ws://127.0.0.1:{port}/\')</script><img src=file:///etc/passwd>"',
+        "click [8]"],
+    "SQL injection at the login form": ['goto /login', 'type [9] "mallory\' --"', 'type [10] "x\' OR \'1\'=\'1"',
+                                        "click [11]", "click [5]"],
+    "an answer listing every price": ['stop "' + " ".join(f"${n}.{c:02d}" for n in range(1, 100) for c in (49, 99)) + '"'],
+    "an overly long and a binary action": ['type [7] "' + "x" * 200_000 + '"', "click [\x00]", "goto /\x00\xff\x1b[2J"],
+}
+
+
+def _module_env(module: str, cls: str):
+    """One env of `module.cls` for a test module; skipped where the domain cannot run (never in CI)."""
+    import importlib
+
+    imported = importlib.import_module(module)
+    available, reason = imported.probe()
+    if not available and not os.environ.get("CI"):
+        pytest.skip(f"{module} unavailable: {reason}")
+    env = getattr(imported, cls)()
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def web_env():
+    yield from _module_env("agentworld.envs.web.env", "WebEnv")
+
+
+@pytest.mark.parametrize("name", sorted(WEB_FORGERIES))
+@pytest.mark.parametrize("template", ["change_email", "info_price"])
+def test_web_actions_that_leave_the_app_or_forge_score_nothing(web_env, template, name):
+    """Only the app's database (or the exact answer) decides; nothing reaches a host port or
+    file; and the same env then solves the task with its real solution."""
+    from agentworld.envs.web.tasks import generate_task
+    from tests.test_web_confinement import Listener
+
+    task = generate_task(3, template)
+    listener = Listener()
+    try:
+        web_env.reset(options={"task": task})
+        terminated = False
+        for action in WEB_FORGERIES[name]:
+            _, reward, terminated, _, info = web_env.step(action.replace("{port}", str(listener.port)))
+            assert reward == 0.0 and not info["solved"], (template, name, action[:80])
+            if terminated:
+                break
+        assert terminated or not web_env.step('stop "no"')[4]["solved"]
+        assert listener.connections == 0
+    finally:
+        listener.close()
+    web_env.reset(options={"task": task})
+    for action in task.solution:
+        _, reward, terminated, _, info = web_env.step(action)
+    assert reward == 1.0 and info["solved"]
+
+
+# ----------------------------------------------------------------------------- ScienceWorld
+SCIENCEWORLD_FORGERIES = {
+    "reset the goal progress, then read the task": ["reset task", "task"],
+    "score, win and quit verbs": ["score", "win", "quit", "exit"],
+    "a second command after a newline": ["look around\nfocus on agent"],
+    "an overly long and a binary action": ["focus on " + "x " * 20_000, "look \x00\xff\x1b[2J"],
+    "Java and format-string text": ["java.lang.System.exit(0)", "%s%s%n", "${jndi:ldap://127.0.0.1/x}"],
+}
+
+
+@pytest.fixture(scope="module")
+def scienceworld_env():
+    yield from _module_env("agentworld.envs.scienceworld_env", "ScienceWorldTextEnv")
+
+
+@pytest.mark.parametrize("name", sorted(SCIENCEWORLD_FORGERIES))
+def test_scienceworld_commands_outside_the_task_score_nothing(scienceworld_env, name):
+    """The simulator's own score decides; no meta verb, injected line or malformed text moves it,
+    and the same env then completes the task along its gold path."""
+    env = scienceworld_env
+    env.reset(seed=0)
+    for action in SCIENCEWORLD_FORGERIES[name]:
+        _, reward, terminated, _, info = env.step(action)
+        assert reward <= 0.0 and info["score"] <= 0 and not info["completed"], (name, action[:60])
+        assert not terminated
+    env.reset(seed=0)
+    for action in env.task.solution:
+        _, reward, terminated, _, info = env.step(action)
+    assert info["completed"] and info["score"] == 100

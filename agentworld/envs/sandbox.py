@@ -206,6 +206,12 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
+def dedicated_uid() -> int:
+    """The host uid a new sandbox runs as: as root a fresh unprivileged one (no account needed,
+    so nothing else on the host shares it), otherwise our own."""
+    return _UID_BASE + (os.getpid() * 97 + next(_uid_counter)) % 800_000 if _is_root() else os.getuid()
+
+
 @functools.lru_cache(maxsize=1)
 def sandbox_available() -> tuple[bool, str]:
     """(available, reason): is bwrap installed and may it create namespaces on this kernel?"""
@@ -252,8 +258,7 @@ class Sandbox:
         self._host_dir: Path | None = None  # the directory itself (the tmpfs mount point)
         self._mounted = False
         self._holder: subprocess.Popen[str] | None = None  # non-root: owns the size-capped tmpfs
-        self._host_uid = (_UID_BASE + (os.getpid() * 97 + next(_uid_counter)) % 800_000
-                          if _is_root() else os.getuid())
+        self._host_uid = dedicated_uid()
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> None:

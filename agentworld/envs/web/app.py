@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import secrets
 import sqlite3
 import threading
 from datetime import datetime, timedelta
@@ -37,7 +38,9 @@ CSP = "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'
 
 def create_app(db_path: str | Path) -> Flask:
     app = Flask(__name__, template_folder=str(Path(__file__).with_name("templates")))
-    app.config.update(SECRET_KEY="agora-fixed-secret-for-reproducible-episodes", DB_PATH=str(db_path),
+    # A fresh signing key per app: a key in the source would let anyone who can set a cookie be
+    # any user. Episodes stay reproducible (the agent never sees the cookie).
+    app.config.update(SECRET_KEY=secrets.token_hex(32), DB_PATH=str(db_path),
                       SESSION_COOKIE_SAMESITE="Lax")
 
     # ------------------------------------------------------------------ plumbing

@@ -8,9 +8,13 @@ text runs, and the interactive elements (links, buttons, text boxes, comboboxes,
 which get ids 1, 2, 3, ... stored in a `data-awid` attribute so that actions can address them.
 The same page therefore always reads the same, element ids included.
 
-Only the app's origin is reachable: a context route (matched inside the driver) aborts every
-request that leaves the origin (other hosts, other ports, file:, data:, ...); the env also
-refuses such `goto` targets before they reach the browser.
+Only the app's origin is reachable, twice over. Chromium runs confined (`confine.py`): an
+unprivileged user in bubblewrap, with its own Chromium sandbox, in a network namespace where
+127.0.0.1:<app port> is the app and nothing else exists (WebSockets and every other protocol
+included); no host file but /usr and a few /etc entries is visible to it. Inside that, a context
+route (matched inside the driver) aborts every request that leaves the origin (other hosts,
+other ports, file:, data:, ...), so the agent reads a clear "blocked" instead of a network error;
+the env also refuses such `goto` targets before they reach the browser.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+CHROMIUM_ARGS = ["--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-dev-shm-usage", "--disable-extensions", "--disable-component-update",
                  "--disable-default-apps", "--no-first-run", "--mute-audio"]
 ACTION_TIMEOUT_MS = 3000
@@ -157,8 +161,11 @@ def _release_playwright() -> None:
 class Browser:
     """Chromium + one context/page per episode, confined to `origin` (see module docstring)."""
 
-    def __init__(self, executable: str = CHROMIUM) -> None:
+    def __init__(self, app_port: int, executable: str = CHROMIUM) -> None:
+        """`app_port`: the 127.0.0.1 port of the app, the only address the browser can reach."""
+        self.app_port = app_port
         self.executable = executable
+        self._confined: Any = None
         self._pw: Any = None
         self._browser: Any = None
         self._context: Any = None
@@ -172,13 +179,19 @@ class Browser:
     def start(self) -> None:
         if self._browser is not None:
             return
+        from agentworld.envs.web.confine import ConfinedChromium
+
+        self._confined = ConfinedChromium(self.app_port)
         self._pw = _acquire_playwright()
         try:
-            self._browser = self._pw.chromium.launch(executable_path=self.executable, args=CHROMIUM_ARGS,
-                                                     headless=True, chromium_sandbox=False)
+            launcher = self._confined.start()
+            self._browser = self._pw.chromium.launch(executable_path=launcher, args=CHROMIUM_ARGS,
+                                                     headless=True, chromium_sandbox=True)
         except Exception:
             self._pw = None
             _release_playwright()
+            self._confined.close()
+            self._confined = None
             raise
 
     @property
@@ -246,6 +259,9 @@ class Browser:
             except Exception:
                 pass
             self._browser = None
+        if self._confined is not None:
+            self._confined.close()
+            self._confined = None
         if self._pw is not None:
             self._pw = None
             try:

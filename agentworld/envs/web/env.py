@@ -90,20 +90,25 @@ def parse_action(action: str) -> tuple[str, tuple[str, ...]]:
 
 # ----------------------------------------------------------------------------- availability
 def probe() -> tuple[bool, str]:
-    """Whether the web domain can run here: playwright (Python), flask, and /usr/bin/chromium."""
+    """Whether the web domain can run here: playwright (Python), flask, Chromium and the sandbox
+    (bubblewrap with unprivileged user namespaces) that the browser runs in."""
     try:
         import flask  # noqa: F401
         import playwright  # noqa: F401
         from playwright.sync_api import sync_playwright  # noqa: F401
     except ImportError as exc:
         return False, f"missing Python package ({exc}); {INSTALL_HINT}"
-    from agentworld.envs.web.browser import CHROMIUM
+    from agentworld.envs.sandbox import sandbox_available
+    from agentworld.envs.web.confine import CHROMIUM_BINARY as CHROMIUM
 
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         return False, f"no Chromium at {CHROMIUM}; {INSTALL_HINT}"
+    confinable, why = sandbox_available()
+    if not confinable:
+        return False, f"the browser's sandbox cannot start: {why}"
     from importlib.metadata import version
 
-    return True, f"playwright {version('playwright')}, chromium at {CHROMIUM}"
+    return True, f"playwright {version('playwright')}, chromium at {CHROMIUM} (confined)"
 
 
 def _close_at_exit(ref: weakref.ref) -> None:
@@ -157,7 +162,7 @@ class WebEnv(TextEnv):
             write_db(build_world(0), self.db_path)  # a valid database before the first episode's own
             self.server = AppServer(self.db_path)
             self.server.start()
-            self.browser = Browser()
+            self.browser = Browser(self.server.port)
             self.browser.start()
         except Exception:
             self.close()
