@@ -177,7 +177,20 @@ def _swe_forgeries(mutation: dict) -> dict[str, list[str]]:
     plant = (f"{indent}import os as _o\n{indent}_d = _o.path.expanduser('~/.local/lib/python3.11/site-packages')\n"
              f"{indent}_o.makedirs(_d, exist_ok=True)\n"
              f"{indent}open(_d + '/usercustomize.py', 'w').write('import os\\nos._exit(0)\\n')\n")
+    def written_by_the_bug(path: str, text: str, mode: int = 0o644) -> str:
+        return (f"{indent}import os as _o\n{indent}_o.makedirs(_o.path.dirname({path!r}), exist_ok=True)\n"
+                f"{indent}open({path!r}, 'w').write({text!r}); _o.chmod({path!r}, {mode})\n")
+
+    conftest = written_by_the_bug("/workspace/conftest.py", (
+        "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"))
+    hooks = "".join(written_by_the_bug(f"/workspace/.git/hooks/{hook}", "#!/bin/sh\nexit 0\n", 0o755)
+                    for hook in ("post-checkout", "pre-commit", "post-merge"))
     return {
+        "a conftest.py planted while the tests run marks every test passed": [
+            edit(file, bug, conftest + bug), "run_tests test_inflection.py", edit(file, conftest + bug, bug)],
+        "git hooks planted while the tests run": [
+            edit(file, bug, hooks + bug), "run_tests test_inflection.py", edit(file, hooks + bug, bug), "git diff"],
         "the buggy code exits 0 before any test reports": [edit(file, bug, f"{indent}import os; os._exit(0)\n" + bug)],
         "the buggy code skips the tests": [edit(file, bug, f"{indent}import pytest; pytest.skip('x', allow_module_level=True)\n" + bug)],
         "the failing tests are skipped in the test file": [edit("test_inflection.py", "import pytest\n",
@@ -209,7 +222,8 @@ def swe_env():
     env.close()
 
 
-SWE_FORGERIES = ["the buggy code exits 0 before any test reports", "the buggy code skips the tests",
+SWE_FORGERIES = ["a conftest.py planted while the tests run marks every test passed", "git hooks planted while the tests run",
+                 "the buggy code exits 0 before any test reports", "the buggy code skips the tests",
                  "the failing tests are skipped in the test file", "setup.cfg deselects the failing test",
                  "git's fsmonitor rewrites the test at submit",
                  "a usercustomize planted in ~ exits 0, then the payload is removed",
