@@ -81,7 +81,11 @@ class ConfinedChromium:
         for tool in ("bwrap", SYSTEM_PYTHON, self.binary):
             if shutil.which(tool) is None:
                 raise RuntimeError(f"confined browser: {tool} not found; run `make setup` (requirements/apt.txt)")
-        directory = Path(tempfile.mkdtemp(prefix="agentworld-browser-"))
+        base = Path(tempfile.gettempdir())
+        if os.geteuid() == 0 and not all(os.stat(p).st_mode & 0o001 for p in (base.resolve(), *base.resolve().parents)):
+            raise RuntimeError(f"confined browser: {base} (or a parent) is not searchable by other users, so the "
+                               "browser's uid cannot reach its files; set TMPDIR=/tmp or chmod o+x it")
+        directory = Path(tempfile.mkdtemp(prefix="agentworld-browser-", dir=base))
         os.chmod(directory, 0o711)  # the sandbox uid binds files from here
         self.directory = directory
         shutil.copyfile(netns_forward.__file__, directory / "forward.py")
