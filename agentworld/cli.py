@@ -35,6 +35,7 @@ app.add_typer(agent_app, name="agent")
 Domain = Enum("Domain", {name: name for name in KNOWN_DOMAINS}, type=str)
 BehaviourPolicy = Enum("BehaviourPolicy", {name: name for name in POLICY_NAMES}, type=str)
 StageName = Enum("StageName", {name: name for name in STAGE_ORDER}, type=str)
+DownstreamRL = Enum("DownstreamRL", {name: name for name in ("none", "sim", "real")}, type=str)
 
 SetOpt = typer.Option(None, "--set", help="params override KEY=VALUE (e.g. agent.rl.budget_s=60); repeatable")
 
@@ -78,7 +79,10 @@ def _seeds(seeds: str) -> list[int]:
 
 @envs_app.command("list")
 def envs_list() -> None:
-    """Every domain, whether it runs on this machine, and why not."""
+    """Every domain, whether it runs on this machine, and why not.
+
+    Example: agentworld envs list
+    """
     from agentworld.envs.registry import list_envs
 
     for env in list_envs():
@@ -118,7 +122,10 @@ def validate(
     params_path: Path = ParamsOpt,
     domains: Optional[str] = typer.Option(None, help="comma-separated allowed domains (default: params collect.domains)"),
 ) -> None:
-    """Check a trajectory JSONL file: exit 0 when every row is valid, 1 with a report otherwise."""
+    """Check a trajectory JSONL file: exit 0 when every row is valid, 1 with a report otherwise.
+
+    Example: agentworld validate data/raw/terminal.jsonl --domains terminal
+    """
     from agentworld.validation import check_file, format_report
 
     params = _load(params_path)
@@ -169,7 +176,10 @@ def pipeline(
     params_path: Path = ParamsOpt,
     push: bool = typer.Option(True, help="dvc push the outputs to the local remote afterwards"),
 ) -> None:
-    """Run the DVC pipeline under one MLflow parent run, then print the demo summary."""
+    """Run the DVC pipeline under one MLflow parent run, then print the demo summary.
+
+    Example: cp profiles/research-cpu.yaml params.yaml && agentworld pipeline
+    """
     from agentworld.tracking.runs import PARENT_RUN_ENV, start_pipeline_run
     from agentworld.summary import log_summary, render_summary
 
@@ -190,7 +200,10 @@ def pipeline(
 
 @app.command()
 def summary() -> None:
-    """Print the summary of the last pipeline run from its reports."""
+    """Print the summary of the last pipeline run from its reports.
+
+    Example: agentworld summary
+    """
     from agentworld.summary import collect_summary, render_summary
 
     params = _load(DEFAULT_PARAMS_PATH) if DEFAULT_PARAMS_PATH.exists() else None
@@ -207,7 +220,10 @@ def experiment_stages(
                                                             "repeatable"),
 ) -> None:
     """SFT-only vs CPT->SFT vs CPT->SFT->RL on the same data and step budget over seeds: held-out
-    exact match and token F1 per domain, mean and 95% CI (reports/experiments/stages.md)."""
+    exact match and token F1 per domain, mean and 95% CI (reports/experiments/stages.md).
+
+    Example: agentworld experiment stages --seeds 0,1,2
+    """
     from agentworld.experiments.stages import run_stages_experiment
 
     params = _load_with(params_path, override)
@@ -223,7 +239,10 @@ def experiment_sim_rl(
     override: list[str] = SetOpt,
 ) -> None:
     """BC vs BC + RL in the simulator vs BC + RL in the real env at the same wall-clock budget, on
-    held-out real tasks; real-env interactions counted (reports/experiments/sim_rl_<domain>.md)."""
+    held-out real tasks; real-env interactions counted (reports/experiments/sim_rl_<domain>.md).
+
+    Example: agentworld experiment sim-rl --seeds 0,1,2 --set agent.domain=textworld
+    """
     from agentworld.experiments.agents import run_sim_rl
 
     result = _run_agents(lambda: run_sim_rl(_load_with(params_path, override), _seeds(seeds), Path(".").resolve()))
@@ -234,16 +253,18 @@ def experiment_sim_rl(
 def experiment_warmup(
     params_path: Path = ParamsOpt,
     seeds: str = typer.Option("0,1,2", help="comma-separated seeds (at least 3 for a confidence interval)"),
-    rl: str = typer.Option("none", help="downstream RL after BC for both arms: none, sim or real"),
+    rl: DownstreamRL = typer.Option("none", help="downstream RL after BC for both arms"),
     override: list[str] = SetOpt,
 ) -> None:
     """An agent initialised from the world model vs from scratch, same downstream training, on
-    held-out real tasks (reports/experiments/warmup_<domain>.md)."""
+    held-out real tasks (reports/experiments/warmup_<domain>.md).
+
+    Example: agentworld experiment warmup --seeds 0,1,2 --set agent.rl.budget_s=60
+    """
     from agentworld.experiments.agents import run_warmup
 
-    if rl not in ("none", "sim", "real"):
-        raise typer.BadParameter(f"{rl!r}: choose none, sim or real", param_hint="--rl")
-    result = _run_agents(lambda: run_warmup(_load_with(params_path, override), _seeds(seeds), Path(".").resolve(), rl))
+    result = _run_agents(lambda: run_warmup(_load_with(params_path, override), _seeds(seeds), Path(".").resolve(),
+                                            rl.value))
     typer.echo(result["markdown"])
 
 
@@ -314,7 +335,10 @@ def serve(
     port: int = typer.Option(8000, help="port of the OpenAI-compatible API"),
     max_model_len: Optional[int] = typer.Option(None, help="context length (default: the model's)"),
 ) -> None:
-    """Serve a world model as an OpenAI-compatible endpoint (vLLM's server) until interrupted."""
+    """Serve a world model as an OpenAI-compatible endpoint (vLLM's server) until interrupted.
+
+    Example: agentworld serve --model models:/agentworld-world-model@champion --port 8000
+    """
     import torch
 
     from agentworld.evaluation.backends import BackendError, local_model_dir

@@ -129,7 +129,10 @@ def eval_run(data: Path = DataOpt, model: Optional[str] = ModelOpt, base_url: Op
              judge_model: Optional[str] = JudgeModelOpt, baselines: Optional[str] = BaselinesOpt,
              engine: Optional[Engine] = EngineOpt, max_examples: Optional[int] = MaxOpt, train: Optional[Path] = TrainOpt,
              track: bool = typer.Option(True, help="log the evaluation as an MLflow run")) -> None:
-    """Infer, judge and score: predictions, judged scores and the summary table with baselines."""
+    """Infer, judge and score: predictions, judged scores and the summary table with baselines.
+
+    Example: agentworld eval run --data data/agentworldbench --model models:/agentworld-world-model@champion
+    """
     from agentworld.data.build import load_examples
     from agentworld.evaluation.run import evaluate
 
@@ -152,7 +155,10 @@ def eval_infer(data: Path = DataOpt, out: Path = typer.Option(..., "--out", help
                model_name: Optional[str] = ModelNameOpt, params_path: Path = ParamsOpt,
                baselines: Optional[str] = BaselinesOpt, engine: Optional[Engine] = EngineOpt,
                max_examples: Optional[int] = MaxOpt, train: Optional[Path] = TrainOpt) -> None:
-    """Step 1: predictions of the model and the baselines (resumable: rerun after a crash)."""
+    """Step 1: predictions of the model and the baselines (resumable: rerun after a crash).
+
+    Example: agentworld eval infer --data data/agentworldbench --model models:/agentworld-world-model/3 --out runs/e3
+    """
     from agentworld.data.build import load_examples
     from agentworld.evaluation.run import infer_step
 
@@ -170,7 +176,10 @@ def eval_infer(data: Path = DataOpt, out: Path = typer.Option(..., "--out", help
 def eval_judge(out: Path = typer.Option(..., "--out", help="directory `eval infer` wrote"), params_path: Path = ParamsOpt,
                judge: Optional[Judge] = JudgeOpt, judge_base_url: Optional[str] = JudgeUrlOpt,
                judge_model: Optional[str] = JudgeModelOpt) -> None:
-    """Step 2: five-dimension scores of every prediction (resumable)."""
+    """Step 2: five-dimension scores of every prediction (resumable).
+
+    Example: agentworld eval judge --out runs/e3 --judge local
+    """
     from agentworld.evaluation.awbench import read_bench
     from agentworld.evaluation.run import judge_step
 
@@ -185,7 +194,10 @@ def eval_judge(out: Path = typer.Option(..., "--out", help="directory `eval infe
 def eval_score(out: Path = typer.Option(..., "--out", help="directory `eval infer` and `eval judge` wrote"),
                params_path: Path = ParamsOpt,
                track: bool = typer.Option(False, help="log the evaluation as an MLflow run")) -> None:
-    """Step 3: the summary table, worst examples and plots."""
+    """Step 3: the summary table, worst examples and plots.
+
+    Example: agentworld eval score --out runs/e3
+    """
     from agentworld.evaluation.awbench import read_bench
     from agentworld.evaluation.run import score_step
 
@@ -240,7 +252,10 @@ def eval_compare(a: str = typer.Argument(..., help="version A: 7, @champion, mod
                  data: Optional[Path] = typer.Option(None, "--data", help="score both now on these AgentWorldBench files "
                                                      "(default: each version's latest logged evaluation)"),
                  params_path: Path = ParamsOpt, max_examples: Optional[int] = MaxOpt) -> None:
-    """Two model versions side by side per domain, with B - A deltas."""
+    """Two model versions side by side per domain, with B - A deltas.
+
+    Example: agentworld eval compare 2 @champion
+    """
     from agentworld.evaluation.report import compare_markdown
     from agentworld.evaluation.run import evaluate
     from agentworld.tracking.runs import configure
