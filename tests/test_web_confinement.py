@@ -148,3 +148,25 @@ def test_closing_the_env_ends_every_browser_process_and_the_app_socket():
     alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()
              and status_field(pid, "State") != "Z"]
     assert not alive and not directory.exists()
+
+
+def test_a_launcher_directory_left_by_a_dead_process_is_swept(monkeypatch):
+    import shutil
+    import tempfile
+
+    from agentworld.envs.web.confine import DIR_PREFIX, ConfinedChromium
+
+    tmp_path = Path(tempfile.mkdtemp(dir="/tmp"))  # searchable by the browser's uid (pytest's are 0700)
+    os.chmod(tmp_path, 0o711)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    dead = tmp_path / f"{DIR_PREFIX}999999999-x"  # no such pid
+    live = tmp_path / f"{DIR_PREFIX}{os.getpid()}-y"
+    dead.mkdir(), live.mkdir()
+    confined = ConfinedChromium(app_port=1)
+    try:
+        launcher = Path(confined.start())
+        assert launcher.is_file() and launcher.parent.parent == tmp_path
+        assert not dead.exists() and live.exists()
+    finally:
+        confined.close()
+        shutil.rmtree(tmp_path)

@@ -33,6 +33,7 @@ CHROMIUM_BINARY = "/usr/lib/chromium/chromium"  # Debian's real binary (/usr/bin
 SYSTEM_PYTHON = "/usr/bin/python3"
 INSIDE_UID = 1000
 INSIDE_DIR = "/run/browser"
+DIR_PREFIX = "agentworld-browser-"  # + pid of the process that made it
 # /etc entries Chromium needs (dynamic linker, fonts); nothing with secrets in it.
 ETC_BINDS = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "fonts", "nsswitch.conf")
 PASSWD = f"root:x:0:0:root:/root:/bin/sh\nbrowser:x:{INSIDE_UID}:{INSIDE_UID}:browser:/tmp:/bin/sh\n"
@@ -85,7 +86,8 @@ class ConfinedChromium:
         if os.geteuid() == 0 and not all(os.stat(p).st_mode & 0o001 for p in (base.resolve(), *base.resolve().parents)):
             raise RuntimeError(f"confined browser: {base} (or a parent) is not searchable by other users, so the "
                                "browser's uid cannot reach its files; set TMPDIR=/tmp or chmod o+x it")
-        directory = Path(tempfile.mkdtemp(prefix="agentworld-browser-", dir=base))
+        _sweep_stale(base)
+        directory = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=base))
         os.chmod(directory, 0o711)  # the sandbox uid binds files from here
         self.directory = directory
         shutil.copyfile(netns_forward.__file__, directory / "forward.py")
@@ -141,3 +143,10 @@ class ConfinedChromium:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
 
+
+def _sweep_stale(base: Path) -> None:
+    """Remove launcher directories of processes that died without closing their browser."""
+    for path in base.glob(f"{DIR_PREFIX}*-*"):
+        pid = path.name[len(DIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)
