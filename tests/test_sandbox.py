@@ -232,11 +232,11 @@ def test_disk_is_capped_without_root_too():
     same_abi = subprocess.run([system, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
     if same_abi.stdout.strip() != str(sys.version_info[:2]):
         pytest.skip(f"/usr/bin/python3 is not Python {sys.version_info[:2]}: the venv's packages cannot load")
-    from agentworld.envs.sandbox import _traversable_by_others
+    from agentworld.envs.sandbox import traversable_by_others
 
     site = next(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p))
     project = str(Path(__file__).resolve().parents[1])
-    if not all(_traversable_by_others(Path(p)) for p in (project, site)):
+    if not all(traversable_by_others(Path(p)) for p in (project, site)):
         pytest.skip("the checkout or its packages are not readable by other users (nobody cannot import them)")
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": f"{project}:{site}", "TMPDIR": "/tmp"}
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", system, "-s", "-c",

@@ -265,7 +265,7 @@ class Sandbox:
         """Create the episode directories (idempotent) and check bwrap starts."""
         if self._root is not None:
             return
-        if _is_root() and not _traversable_by_others(self._base_dir):
+        if _is_root() and not traversable_by_others(self._base_dir):
             raise SandboxError(f"{self._base_dir} (or a parent) is not searchable by other users, so the "
                                "sandbox uid cannot reach its workspace; pass base_dir=/tmp or chmod o+x it")
         if self._base_dir not in _swept:
@@ -592,7 +592,8 @@ def _chown_tree(top: Path, uid: int) -> None:
         os.chown(path, uid, uid, follow_symlinks=False)
 
 
-def _traversable_by_others(path: Path) -> bool:
+def traversable_by_others(path: Path) -> bool:
+    """Whether another (the sandbox's) uid can reach `path`: o+x on it and every parent."""
     path = path.resolve()
     return all(os.stat(p).st_mode & 0o001 for p in (path, *path.parents))
 
@@ -603,11 +604,12 @@ def _remove_tree(root: Path, mounted: bool) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def sweep_stale(base_dir: Path) -> int:
-    """Remove sandbox dirs left by processes that died without closing them (e.g. SIGKILL)."""
+def sweep_stale(base_dir: Path, prefix: str = _DIR_PREFIX) -> int:
+    """Remove dirs named `<prefix><pid>-...` left by processes that died without closing them
+    (e.g. SIGKILL): sandbox dirs, and the confined browser's launcher dirs."""
     removed = 0
-    for path in base_dir.glob(f"{_DIR_PREFIX}*-*"):
-        pid = path.name[len(_DIR_PREFIX):].split("-", 1)[0]
+    for path in base_dir.glob(f"{prefix}*-*"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
         _remove_tree(path, os.path.ismount(path))

@@ -26,7 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from agentworld.envs.sandbox import dedicated_uid
+from agentworld.envs.sandbox import SYSTEM_LINKS, dedicated_uid, sweep_stale, traversable_by_others
 from agentworld.envs.web import netns_forward
 
 CHROMIUM_BINARY = "/usr/lib/chromium/chromium"  # Debian's real binary (/usr/bin/chromium is a script)
@@ -83,10 +83,10 @@ class ConfinedChromium:
             if shutil.which(tool) is None:
                 raise RuntimeError(f"confined browser: {tool} not found; run `make setup` (requirements/apt.txt)")
         base = Path(tempfile.gettempdir())
-        if os.geteuid() == 0 and not all(os.stat(p).st_mode & 0o001 for p in (base.resolve(), *base.resolve().parents)):
+        if os.geteuid() == 0 and not traversable_by_others(base):
             raise RuntimeError(f"confined browser: {base} (or a parent) is not searchable by other users, so the "
                                "browser's uid cannot reach its files; set TMPDIR=/tmp or chmod o+x it")
-        _sweep_stale(base)
+        sweep_stale(base, DIR_PREFIX)
         directory = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=base))
         os.chmod(directory, 0o711)  # the sandbox uid binds files from here
         self.directory = directory
@@ -116,7 +116,7 @@ class ConfinedChromium:
         bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
                  "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "sandbox",
                  "--ro-bind", "/usr", "/usr", "--tmpfs", "/usr/local", "--remount-ro", "/usr/local"]
-        for name, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/sbin")):
+        for name, target in SYSTEM_LINKS.items():
             bwrap += ["--symlink", target, f"/{name}"]
         for name in ETC_BINDS:
             if os.path.exists(f"/etc/{name}"):
@@ -143,10 +143,3 @@ class ConfinedChromium:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
 
-
-def _sweep_stale(base: Path) -> None:
-    """Remove launcher directories of processes that died without closing their browser."""
-    for path in base.glob(f"{DIR_PREFIX}*-*"):
-        pid = path.name[len(DIR_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(path, ignore_errors=True)
