@@ -60,8 +60,8 @@ $(STAMPS)/venv: requirements/cpu.lock pyproject.toml
 
 # SWE domain: pinned (version + sha256) sdists of small real projects from PyPI, as git repos,
 # a pytest the sandbox can see, and the catalogue of test-verified injected bugs (a few minutes, once).
-$(STAMPS)/swe: $(STAMPS)/venv agentworld/envs/swe_repos.py
-	$(BIN)/python -m agentworld.envs.swe_repos fetch
+$(STAMPS)/swe: $(STAMPS)/venv agentworld/domains/swe/repos.py
+	$(BIN)/python -m agentworld.domains.swe.repos fetch
 	@touch $@
 
 # Local DVC remote, MLflow store folder, Airflow metadata DB (SQLite).

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 import os
 import subprocess
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -83,7 +83,7 @@ def envs_list() -> None:
 
     Example: agentworld envs list
     """
-    from agentworld.envs.registry import list_envs
+    from agentworld.domains import list_envs
 
     for env in list_envs():
         status = "available" if env.available else f"unavailable: {env.reason}"
@@ -103,7 +103,7 @@ def envs_play(
     Example: agentworld envs play terminal --seed 3 --policy exploratory
     """
     from agentworld.data.collect import play_episode
-    from agentworld.envs.registry import EnvUnavailable
+    from agentworld.domains import EnvUnavailable
 
     params = _load(params_path) if params_path.exists() else None
     sandbox = params.sandbox if params else None
@@ -180,10 +180,9 @@ def pipeline(
 
     Example: cp profiles/research-cpu.yaml params.yaml && agentworld pipeline
     """
-    from agentworld.tracking.runs import PARENT_RUN_ENV, start_pipeline_run
-    from agentworld.summary import log_summary, render_summary
-
     from agentworld.data.build import check_split
+    from agentworld.summary import log_summary, render_summary
+    from agentworld.tracking.runs import PARENT_RUN_ENV, start_pipeline_run
 
     params = _load(params_path)
     check_split(params.collect, params.build)

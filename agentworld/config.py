@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentworld.domains import all_domains, domain_names
+
 DEFAULT_PARAMS_PATH = Path("params.yaml")
-#: Domains with a real environment (agentworld/envs/registry.py) and a world-model prompt.
-#: Android is listed so that asking for it gets the registry's reason it cannot run here.
-DomainName = Literal["terminal", "os", "mcp", "search", "swe", "web", "textworld", "scienceworld", "android"]
-KNOWN_DOMAINS: tuple[str, ...] = get_args(DomainName)
+#: The domains: one folder each under agentworld/domains/. Android is listed so that asking for
+#: it gets its reason it cannot run here. (The Literal is built from the folders, so the schema,
+#: the CLI's choices and the Airflow form list exactly the domains that exist.)
+KNOWN_DOMAINS: tuple[str, ...] = domain_names()
+DomainName = Literal[KNOWN_DOMAINS]  # type: ignore[valid-type]
+#: The domains agents are trained on: those that declare an agent prompt and a done action.
+AGENT_DOMAINS: tuple[str, ...] = tuple(name for name, d in all_domains().items() if d.agent_prompt and d.done_action)
+AgentDomainName = Literal[AGENT_DOMAINS]  # type: ignore[valid-type]
 
 
 class ParamsError(ValueError):
@@ -370,7 +376,7 @@ class AgentRlParams(TrainParams):
 class AgentParams(_Section):
     """Agents trained in the simulator (agentworld/agents): BC -> GRPO in WorldModelEnv -> real evaluation."""
 
-    domain: Literal["terminal", "textworld"] = "terminal"
+    domain: AgentDomainName = "terminal"
     #: Task templates the agent trains and is evaluated on (empty: all of the domain's); in
     #: TextWorld the game types, e.g. [tw-coin_collector, tw-treasure_hunter].
     templates: list[str] = Field(default_factory=lambda: list(AGENT_TEMPLATES))

@@ -243,7 +243,7 @@ def run_stage(stage: str, run_id: str, parent_run_id: str, domains: list[str] | 
 
 def plan_domains(run_id: str) -> tuple[list[str], dict[str, str]]:
     """The run's selected domains that can run here, and the reason for each one that cannot."""
-    from agentworld.envs.registry import list_envs
+    from agentworld.domains import list_envs
 
     selected = run_params(run_id).collect.domains
     status = {env.name: env for env in list_envs()}

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentworld.config import CollectParams, SandboxParams  # noqa: E402
 from agentworld.data.collect import collect_episodes  # noqa: E402
-from agentworld.envs.registry import list_envs, make_env  # noqa: E402
+from agentworld.domains import list_envs, make_env  # noqa: E402
 
 
 def _worker(domain: str, params_json: str, offset: int, episodes: int, barrier, out) -> None:

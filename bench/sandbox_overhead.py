@@ -21,15 +21,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentworld.config import SandboxParams  # noqa: E402
+from agentworld.domains.terminal.env import TerminalEnv  # noqa: E402
+from agentworld.domains.terminal.tasks import generate_task  # noqa: E402
 from agentworld.envs.sandbox import Sandbox, sandbox_available  # noqa: E402
-from agentworld.envs.terminal import TerminalEnv  # noqa: E402
-from agentworld.envs.terminal_tasks import generate_task  # noqa: E402
 
 SEED_FILE = "notes.txt"
 COMMANDS = (
@@ -66,8 +66,8 @@ _CHILD = f"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from agentworld.config import SandboxParams
-from agentworld.envs.terminal import TerminalEnv
-from agentworld.envs.terminal_tasks import generate_task
+from agentworld.domains.terminal.env import TerminalEnv
+from agentworld.domains.terminal.tasks import generate_task
 commands, rounds, template = json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 env = TerminalEnv(SandboxParams())
 env.reset(options={{"task": generate_task(0, template)}})

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from agentworld.config import ModelParams  # noqa: E402
-from agentworld.envs.registry import list_envs, make_env, make_policy  # noqa: E402
+from agentworld.domains import list_envs, make_env, make_policy  # noqa: E402
 from agentworld.evaluation.awbench import read_bench  # noqa: E402
 from agentworld.evaluation.backends import TransformersBackend  # noqa: E402
 from agentworld.models.chat import fit_prompt  # noqa: E402

@@ -17,7 +17,7 @@ from agentworld.agents.rl import WallClockBudget, seed_of, task_dataset, train_r
 from agentworld.agents.success import ReferenceVerifier, WorldModelVerifier, sim_success
 from agentworld.data.collect import _play_episode
 from agentworld.data.io import write_jsonl
-from agentworld.envs.registry import make_env
+from agentworld.domains import make_env
 from agentworld.evaluation.backends import TransformersBackend
 from agentworld.models.factory import build_model, load_local
 from agentworld.simulation.env import RealTaskSource, WorldModelEnv
@@ -184,9 +184,8 @@ def test_the_wall_clock_budget_stops_training():
 def test_sim_rl_experiment_registers_agents_with_their_world_model(tmp_path, mlflow_store, smoke_params):
     """`agentworld experiment sim-rl` at smoke scale (one seed): three arms, each an MLflow run and
     an `agentworld-agent` version tagged with the world-model version; the parent run has the table."""
-    from mlflow import MlflowClient
-
     from agentworld.experiments.agents import run_sim_rl
+    from mlflow import MlflowClient
     from tests.helpers import built_and_trained
 
     built_and_trained(tmp_path, smoke_params, sft_steps=2, register=True)

@@ -86,7 +86,7 @@ def test_unworkable_settings_are_refused_once_by_the_first_task(stack):
 
 
 def test_collect_and_validate_every_domain_then_world_model_training_runs_from_its_asset(stack):
-    from agentworld.envs.registry import list_envs
+    from agentworld.domains import list_envs
 
     domains = [env.name for env in list_envs() if env.available]
     assert {"terminal", "mcp"} <= set(domains)

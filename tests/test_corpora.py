@@ -78,7 +78,7 @@ def test_python_docs_have_the_json_module(tmp_path: Path) -> None:
 
 
 def test_mcp_schemas_list_every_apps_tools_with_json_schemas(tmp_path: Path) -> None:
-    from agentworld.envs.mcp.apps import APP_NAMES
+    from agentworld.domains.mcp.apps import APP_NAMES
 
     build_corpora(tmp_path, ["mcp_schemas"])
     docs = _by_id(load_corpora(tmp_path, ["mcp_schemas"]))
@@ -109,7 +109,7 @@ def test_game_rules_textworld_verbs_and_scienceworld_task_list(tmp_path: Path, q
 
 @pytest.mark.slow
 def test_game_rules_with_the_scienceworld_simulator(tmp_path: Path) -> None:
-    from agentworld.envs.scienceworld_env import probe
+    from agentworld.domains.scienceworld.env import probe
 
     ok, reason = probe()
     if not ok and not os.environ.get("CI"):

@@ -18,10 +18,10 @@ import sys
 import pytest
 
 from agentworld.config import SandboxParams
+from agentworld.domains.terminal.env import TerminalEnv
+from agentworld.domains.terminal.tasks import generate_task
 from agentworld.envs.sandbox import sandbox_available
 from agentworld.envs.shell_state import exported_variables
-from agentworld.envs.terminal import TerminalEnv
-from agentworld.envs.terminal_tasks import generate_task
 from tests.conftest import PROJECT
 
 AVAILABLE, REASON = sandbox_available()
@@ -61,8 +61,8 @@ OS_FORGERIES = {
         "for f in /etc/app/db-password.conf /var/log/statusd.status; do ln -sf /etc/hostname $f; done; "
         "ln -sf /etc/passwd /etc/shadow"),
 }
-ENVS = {"terminal": ("agentworld.envs.terminal", "TerminalEnv", "agentworld.envs.terminal_tasks"),
-        "os": ("agentworld.envs.os_env", "OsEnv", "agentworld.envs.os_tasks")}
+ENVS = {"terminal": ("agentworld.domains.terminal.env", "TerminalEnv", "agentworld.domains.terminal.tasks"),
+        "os": ("agentworld.domains.os.env", "OsEnv", "agentworld.domains.os.tasks")}
 
 
 def _attempt(template: str, action: str, domain: str = "terminal") -> dict:
@@ -114,8 +114,8 @@ def test_os_a_forging_action_scores_nothing_and_the_host_stays_safe(template, na
 
 @needs_sandbox
 def test_os_an_answer_listing_every_candidate_is_wrong():
-    from agentworld.envs.os_env import OsEnv
-    from agentworld.envs.os_tasks import generate_task
+    from agentworld.domains.os.env import OsEnv
+    from agentworld.domains.os.tasks import generate_task
 
     env = OsEnv(PARAMS)
     try:
@@ -212,7 +212,7 @@ def _swe_mutation(env) -> dict:
 
 @pytest.fixture(scope="module")
 def swe_env():
-    from agentworld.envs.swe_env import SweEnv, system_probe
+    from agentworld.domains.swe.env import SweEnv, system_probe
 
     ok, why = system_probe()
     if not ok and not os.environ.get("CI"):
@@ -347,7 +347,7 @@ TEXTWORLD_FORGERIES = {
 def test_textworld_verbs_outside_the_game_win_nothing(name):
     """The game engine decides: no debug verb, restart, quit or malformed action wins a game,
     and the env answers a new episode afterwards."""
-    from agentworld.envs.textworld_env import TextWorldEnv
+    from agentworld.domains.textworld.env import TextWorldEnv
 
     env = TextWorldEnv()
     try:
@@ -385,8 +385,8 @@ MCP_FORGERIES = {
 @pytest.mark.parametrize("name", sorted(MCP_FORGERIES))
 @pytest.mark.parametrize("kind", ["lookup_stock", "cancel_order"])
 def test_mcp_tool_calls_that_do_not_do_the_task_score_nothing(kind, name):
-    from agentworld.envs.mcp.env import McpEnv
-    from agentworld.envs.mcp.tasks import generate_task
+    from agentworld.domains.mcp.env import McpEnv
+    from agentworld.domains.mcp.tasks import generate_task
 
     task = generate_task(5, "shop", kind)
     env = McpEnv()
@@ -439,7 +439,7 @@ def _module_env(module: str, cls: str):
 
 @pytest.fixture(scope="module")
 def web_env():
-    yield from _module_env("agentworld.envs.web.env", "WebEnv")
+    yield from _module_env("agentworld.domains.web.env", "WebEnv")
 
 
 @pytest.mark.parametrize("name", sorted(WEB_FORGERIES))
@@ -447,7 +447,7 @@ def web_env():
 def test_web_actions_that_leave_the_app_or_forge_score_nothing(web_env, template, name):
     """Only the app's database (or the exact answer) decides; nothing reaches a host port or
     file; and the same env then solves the task with its real solution."""
-    from agentworld.envs.web.tasks import generate_task
+    from agentworld.domains.web.tasks import generate_task
     from tests.test_web_confinement import Listener
 
     task = generate_task(3, template)
@@ -482,7 +482,7 @@ SCIENCEWORLD_FORGERIES = {
 
 @pytest.fixture(scope="module")
 def scienceworld_env():
-    yield from _module_env("agentworld.envs.scienceworld_env", "ScienceWorldTextEnv")
+    yield from _module_env("agentworld.domains.scienceworld.env", "ScienceWorldTextEnv")
 
 
 @pytest.mark.parametrize("name", sorted(SCIENCEWORLD_FORGERIES))

@@ -18,7 +18,7 @@ import pytest
 from agentworld.config import CollectParams, SandboxParams
 from agentworld.data.collect import collect_parallel
 from agentworld.data.prompts import assistant_turn
-from agentworld.envs.registry import list_envs
+from agentworld.domains import list_envs
 from agentworld.evaluation.judge import JudgeInput, JudgeScores, LocalJudge
 
 DOMAINS = ("terminal", "os", "mcp", "search", "swe", "web", "textworld", "scienceworld")

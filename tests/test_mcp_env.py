@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from agentworld.envs.mcp.env import probe
+from agentworld.domains.mcp.env import probe
 
 AVAILABLE, REASON = probe()
 pytestmark = pytest.mark.skipif(not AVAILABLE and not os.environ.get("CI"), reason=REASON)
@@ -21,14 +21,14 @@ def act(tool: str, **arguments) -> str:
 
 @pytest.fixture(scope="module")
 def env():
-    from agentworld.envs.mcp.env import McpEnv
+    from agentworld.domains.mcp.env import McpEnv
     environment = McpEnv()
     yield environment
     environment.close()
 
 
 def _task(seed: int, app: str, kind: str | None = None):
-    from agentworld.envs.mcp.tasks import generate_task
+    from agentworld.domains.mcp.tasks import generate_task
     return generate_task(seed, app, kind)
 
 
@@ -38,7 +38,8 @@ def _db(env) -> sqlite3.Connection:
 
 def test_sdk_not_shadowed():
     import mcp
-    import agentworld.envs.mcp.client as client
+
+    import agentworld.domains.mcp.client as client
     assert "site-packages" in mcp.__file__ or "dist-packages" in mcp.__file__
     assert client.ClientSession.__module__ == "mcp.client.session"
 
@@ -60,7 +61,7 @@ def test_reset_step_protocol_and_info_serialisable(env):
 
 @pytest.mark.parametrize("app", ["tracker", "crm", "shop"])
 def test_scripted_solution_solves_every_task_kind(env, app):
-    from agentworld.envs.mcp.apps import app_module
+    from agentworld.domains.mcp.apps import app_module
     for i, kind in enumerate(app_module(app).KINDS):
         task = _task(100 + i, app, kind)
         env.reset(options={"task": task})
@@ -75,7 +76,7 @@ def test_scripted_solution_solves_every_task_kind(env, app):
 
 @pytest.mark.parametrize("policy_name", ["scripted", "exploratory", "erroneous"])
 def test_behaviour_policies_play_real_episodes(env, policy_name):
-    from agentworld.envs.mcp.env import mcp_policy
+    from agentworld.domains.mcp.env import mcp_policy
     errors = 0
     for seed in (11, 12, 13):
         obs, _ = env.reset(seed=seed)
@@ -149,7 +150,7 @@ def test_hostile_actions_leave_database_intact(env):
 
 
 def test_same_seed_same_observations(env):
-    from agentworld.envs.mcp.env import mcp_policy
+    from agentworld.domains.mcp.env import mcp_policy
     runs = []
     for _ in range(2):
         obs, info = env.reset(seed=29)
@@ -165,8 +166,8 @@ def test_same_seed_same_observations(env):
 
 
 def test_close_stops_servers_and_removes_temp_dir():
-    from agentworld.envs.mcp.client import _pid_alive
-    from agentworld.envs.mcp.env import McpEnv
+    from agentworld.domains.mcp.client import _pid_alive
+    from agentworld.domains.mcp.env import McpEnv
     environment = McpEnv(apps=("shop",))
     environment.reset(seed=2)
     pids, workdir = environment.server_pids(), environment.workdir
@@ -178,7 +179,7 @@ def test_close_stops_servers_and_removes_temp_dir():
 
 
 def test_render_truncates_to_valid_json():
-    from agentworld.envs.mcp.env import render
+    from agentworld.domains.mcp.env import render
     big = {"isError": False, "result": {"issues": [{"id": i, "title": "t" * 80} for i in range(200)], "total": 200}}
     text = render(big)
     payload = json.loads(text)

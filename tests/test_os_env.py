@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentworld.config import SandboxParams
-from agentworld.envs.base import Task
-from agentworld.envs.behaviour import POLICY_NAMES
-from agentworld.envs.os_env import (
+from agentworld.domains.os.env import (
     MAX_OBSERVATION_CHARS,
     SYSTEM_PROMPT,
     OsEnv,
@@ -26,7 +24,9 @@ from agentworld.envs.os_env import (
     probe,
     truncate,
 )
-from agentworld.envs.os_tasks import TEMPLATES, answer_matches, build_world, generate_task, render_world
+from agentworld.domains.os.tasks import TEMPLATES, answer_matches, build_world, generate_task, render_world
+from agentworld.envs.base import Task
+from agentworld.envs.behaviour import POLICY_NAMES
 
 AVAILABLE, REASON = probe()
 needs_sandbox = pytest.mark.skipif(not AVAILABLE and not os.environ.get("CI"), reason=f"os env unavailable: {REASON}")

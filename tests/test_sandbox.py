@@ -197,8 +197,8 @@ NON_ROOT_PROBE = """
 import os, sys
 from agentworld.config import SandboxParams
 from agentworld.envs.sandbox import Sandbox
-from agentworld.envs.terminal import TerminalEnv
-from agentworld.envs.terminal_tasks import generate_task
+from agentworld.domains.terminal.env import TerminalEnv
+from agentworld.domains.terminal.tasks import generate_task
 assert os.getuid() != 0
 sb = Sandbox(SandboxParams(command_timeout_s=5), disk_mb=8)
 sb.start()

@@ -8,10 +8,16 @@ import subprocess
 
 import pytest
 
+from agentworld.domains import list_envs
+from agentworld.domains.scienceworld.env import (
+    REFUSAL,
+    TASK_TYPES,
+    ScienceWorldTextEnv,
+    parse_task_id,
+    probe,
+    scienceworld_policy,
+)
 from agentworld.envs.base import Task
-from agentworld.envs.registry import list_envs
-from agentworld.envs.scienceworld_env import (REFUSAL, TASK_TYPES, ScienceWorldTextEnv, parse_task_id, probe,
-                                              scienceworld_policy)
 
 AVAILABLE, REASON = probe()
 # Outside CI a machine without Java skips; in CI ScienceWorld must run, so it fails there instead.

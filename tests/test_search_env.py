@@ -19,11 +19,21 @@ from pathlib import Path
 
 import pytest
 
+from agentworld.domains.search.corpus import ensure_index, index_name
+from agentworld.domains.search.env import (
+    MAX_OBS_CHARS,
+    SYSTEM_PROMPT,
+    TASK_KINDS,
+    VALID_ACTIONS,
+    SearchEnv,
+    factory,
+    normalise_answer,
+    paginate,
+    probe,
+    search_policy,
+)
 from agentworld.envs.base import Task
 from agentworld.envs.behaviour import POLICY_NAMES
-from agentworld.envs.search_corpus import ensure_index, index_name
-from agentworld.envs.search_env import (MAX_OBS_CHARS, SYSTEM_PROMPT, TASK_KINDS, VALID_ACTIONS, SearchEnv,
-                                        factory, normalise_answer, paginate, probe, search_policy)
 
 AVAILABLE, REASON = probe()
 pytestmark = pytest.mark.skipif(not AVAILABLE and not os.environ.get("CI"), reason=f"search env unavailable: {REASON}")
@@ -276,7 +286,7 @@ def test_close_leaves_nothing_behind():
 
 def test_atomic_build_is_deterministic(env, tmp_path):
     """Two processes race to build into an empty cache: one builds, the other waits; same content."""
-    code = "import sys; from agentworld.envs.search_corpus import ensure_index; print(ensure_index(sys.argv[1]))"
+    code = "import sys; from agentworld.domains.search.corpus import ensure_index; print(ensure_index(sys.argv[1]))"
     envvars = {**os.environ, "PYTHONPATH": str(PROJECT)}
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=envvars, stdout=subprocess.PIPE,
                               text=True) for _ in range(2)]
@@ -289,7 +299,7 @@ def test_atomic_build_is_deterministic(env, tmp_path):
 
 
 def test_expensive_query_is_interrupted(env, monkeypatch):
-    import agentworld.envs.search_env as search_env
+    import agentworld.domains.search.env as search_env
 
     env.reset(seed=2)
     monkeypatch.setattr(search_env, "QUERY_BUDGET", 1)

@@ -7,7 +7,7 @@ import pytest
 from agentworld.config import CollectParams, PolicyMix
 from agentworld.data.collect import _play_episode
 from agentworld.data.prompts import assistant_turn
-from agentworld.envs.registry import make_env
+from agentworld.domains import make_env
 from agentworld.evaluation.backends import TransformersBackend
 from agentworld.models.factory import build_model
 from agentworld.simulation.env import ERROR_OBSERVATION, Control, WorldModelEnv
@@ -16,8 +16,8 @@ from agentworld.simulation.env import ERROR_OBSERVATION, Control, WorldModelEnv
 @pytest.fixture(scope="module")
 def untrained_dir(tmp_path_factory, ) -> str:
     """A tiny fresh world model of our architecture (it never writes the observation marker)."""
-    from tests.conftest import SMOKE_PARAMS
     from agentworld.config import load_params
+    from tests.conftest import SMOKE_PARAMS
 
     params = load_params(SMOKE_PARAMS).model
     model, tokenizer = build_model(params, ["ls -la", "cat notes.txt", "hello world"] * 50)

@@ -11,11 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from agentworld.envs import swe_repos
+from agentworld.domains.swe import repos as swe_repos
+from agentworld.domains.swe.env import (
+    DOMAIN,
+    MAX_OBS_CHARS,
+    SYSTEM_PROMPT,
+    SweEnv,
+    probe,
+    swe_policy,
+    system_probe,
+    truncate,
+)
 from agentworld.envs.behaviour import POLICY_NAMES
 from agentworld.envs.sandbox import uid_process_count
-from agentworld.envs.swe_env import (DOMAIN, MAX_OBS_CHARS, SYSTEM_PROMPT, SweEnv, probe, swe_policy,
-                                     system_probe, truncate)
 
 AVAILABLE, REASON = system_probe()
 pytestmark = pytest.mark.skipif(not AVAILABLE and not os.environ.get("CI"), reason=f"swe env unavailable: {REASON}")

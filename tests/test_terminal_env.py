@@ -10,12 +10,12 @@ import pytest
 from agentworld.config import CollectParams, PolicyMix, SandboxParams
 from agentworld.data.collect import choose_policy, collect_episodes, episode_seed, trajectory_id_for
 from agentworld.data.schema import Transition
+from agentworld.domains import EnvUnavailable, list_envs, make_env
+from agentworld.domains.terminal.behaviour import POLICY_NAMES, make_policy
+from agentworld.domains.terminal.env import TerminalEnv
+from agentworld.domains.terminal.tasks import TEMPLATES, available_templates, generate_task
 from agentworld.envs.base import Task
-from agentworld.envs.policies import POLICY_NAMES, make_policy
-from agentworld.envs.registry import EnvUnavailable, list_envs, make_env
 from agentworld.envs.sandbox import sandbox_available
-from agentworld.envs.terminal import TerminalEnv
-from agentworld.envs.terminal_tasks import TEMPLATES, available_templates, generate_task
 
 AVAILABLE, REASON = sandbox_available()
 needs_sandbox = pytest.mark.skipif(not AVAILABLE and not os.environ.get("CI"), reason=f"sandbox unavailable: {REASON}")

@@ -7,10 +7,17 @@ import random
 
 import pytest
 
+from agentworld.domains.terminal.behaviour import POLICY_NAMES
+from agentworld.domains.textworld.env import (
+    GAME_TYPES,
+    GameSpec,
+    TextWorldEnv,
+    clean_feedback,
+    game_spec_for_seed,
+    probe,
+    textworld_policy,
+)
 from agentworld.envs.base import Task
-from agentworld.envs.policies import POLICY_NAMES
-from agentworld.envs.textworld_env import (GAME_TYPES, GameSpec, TextWorldEnv, clean_feedback,
-                                           game_spec_for_seed, probe, textworld_policy)
 
 AVAILABLE, REASON = probe()
 # Outside CI a machine without TextWorld skips; in CI it must run, so it fails there instead.
@@ -53,7 +60,7 @@ def _play(env: TextWorldEnv, policy_name: str, seed: int, steps: int, rng_seed: 
 
 # ----------------------------------------------------------------------------- no game needed
 def test_spec_and_game_choice_from_seed():
-    from agentworld.envs.registry import list_envs
+    from agentworld.domains import list_envs
 
     assert "textworld" in {env.name for env in list_envs()}
     specs = [game_spec_for_seed(seed) for seed in range(8)]

@@ -10,10 +10,11 @@ import pytest
 from agentworld.config import CollectParams, SandboxParams, ValidateParams
 from agentworld.data.collect import collect_parallel
 from agentworld.data.io import read_jsonl, write_jsonl
-from agentworld.envs.registry import list_envs
+from agentworld.domains import list_envs
 from agentworld.validation import validate_file
-from agentworld.validation.domains import DOMAIN_RULES, action_verb
+from agentworld.validation.domains import action_verb, domain_rules
 
+DOMAIN_RULES = domain_rules()
 AVAILABLE = {env.name for env in list_envs() if env.available}
 PARAMS = ValidateParams(max_rejected_share=1.0)
 

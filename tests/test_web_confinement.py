@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agentworld.envs.web.env import WebEnv, probe
+from agentworld.domains.web.env import WebEnv, probe
 
 AVAILABLE, REASON = probe()
 needs_browser = pytest.mark.skipif(not AVAILABLE and not os.environ.get("CI"), reason=f"web env unavailable: {REASON}")
@@ -154,7 +154,7 @@ def test_a_launcher_directory_left_by_a_dead_process_is_swept(monkeypatch):
     import shutil
     import tempfile
 
-    from agentworld.envs.web.confine import DIR_PREFIX, ConfinedChromium
+    from agentworld.domains.web.confine import DIR_PREFIX, ConfinedChromium
 
     tmp_path = Path(tempfile.mkdtemp(dir="/tmp"))  # searchable by the browser's uid (pytest's are 0700)
     os.chmod(tmp_path, 0o711)

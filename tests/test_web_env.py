@@ -14,11 +14,23 @@ import time
 
 import pytest
 
+from agentworld.domains.web.env import (
+    BROWSER_VERBS,
+    ENDED,
+    ENDED_RE,
+    ERROR_RE,
+    MAX_OBS_CHARS,
+    PAGE_RE,
+    SYSTEM_PROMPT,
+    ActionError,
+    WebEnv,
+    parse_action,
+    probe,
+    web_policy,
+)
+from agentworld.domains.web.tasks import TEMPLATES, generate_task
 from agentworld.envs.base import Task
 from agentworld.envs.behaviour import POLICY_NAMES
-from agentworld.envs.web.env import (BROWSER_VERBS, ENDED, ENDED_RE, ERROR_RE, MAX_OBS_CHARS, PAGE_RE, SYSTEM_PROMPT,
-                                     ActionError, WebEnv, parse_action, probe, web_policy)
-from agentworld.envs.web.tasks import TEMPLATES, generate_task
 
 AVAILABLE, REASON = probe()
 # Outside CI a machine without Playwright/Chromium skips; in CI it must run, so it fails there instead.
@@ -79,7 +91,7 @@ def test_tasks_are_deterministic_and_cover_templates():
 
 
 def test_render_windows_long_pages():
-    from agentworld.envs.web.browser import Snapshot
+    from agentworld.domains.web.browser import Snapshot
 
     env = WebEnv()  # nothing starts before reset()
     env._snapshot = Snapshot(path="/long", status=404, title="", lines=[f'text "line {i}"' for i in range(100)])

@@ -19,12 +19,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig, SFTTrainer
 
 from agentworld.agents.episodes import task_options
-from agentworld.agents.policy import DONE_ACTION, agent_messages
+from agentworld.agents.policy import agent_messages, done_action
 from agentworld.agents.success import solved
 from agentworld.config import AgentParams, DistributedParams
 from agentworld.data.io import read_transitions
 from agentworld.data.schema import group_trajectories
-from agentworld.envs.registry import make_env, make_policy
+from agentworld.domains import get_domain, make_env, make_policy
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 
 
@@ -40,13 +40,9 @@ class Demo:
 
 def first_observation(domain: str, instruction: str) -> str | None:
     """What the real environment's reset shows, rebuilt from a recorded row (rows keep only the
-    instruction); None where it cannot be rebuilt (a TextWorld game's opening text)."""
-    if domain == "terminal":
-        from agentworld.envs.sandbox import WORKDIR
-        from agentworld.envs.terminal import prompt
-
-        return f"{instruction}\n\n{prompt(WORKDIR)}"
-    return None
+    instruction); None where the domain cannot rebuild it (`Domain.first_observation`)."""
+    rebuild = get_domain(domain).first_observation
+    return rebuild(instruction) if rebuild is not None else None
 
 
 def recorded_demos(path: Path, templates: Sequence[str]) -> list[Demo]:
@@ -92,7 +88,7 @@ def scripted_demos(domain: str, episodes: int, first_seed: int, templates: Seque
 
 
 def conversations(demos: Sequence[Demo], domain: str, observation_chars: int) -> list[list[dict[str, str]]]:
-    done = DONE_ACTION[domain]
+    done = done_action(domain)
     return [agent_messages(domain, demo.observations, [*demo.actions, done], observation_chars) for demo in demos]
 
 

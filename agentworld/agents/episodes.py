@@ -61,7 +61,7 @@ def play(agent: LMAgent, envs: Sequence[TextEnv], seeds: Sequence[int], *, max_s
     episodes: list[Episode] = []
     for env, seed in zip(envs, seeds):
         observation, info = env.reset(seed=seed, options=task_options(templates, seed))
-        task = getattr(env, "task", None)
+        task = env.task
         episodes.append(Episode(seed, info.get("task_id") or (task.task_id if task else str(seed)),
                                 info.get("template") or (task.setup.get("template") if task else None),
                                 agent.start(observation), simulated=simulated[0], observations=[observation]))

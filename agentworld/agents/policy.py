@@ -14,21 +14,28 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from agentworld.domains import get_domain
 from agentworld.envs.base import TEXT_CHARSET
 from agentworld.models.tokenizer import IM_END
 
-#: What the agent is told, per domain; the task itself arrives in the first observation.
-AGENT_SYSTEM: dict[str, str] = {
-    "terminal": "You operate a Linux bash shell to complete the task in the first message. "
-                "Reply with exactly one shell command per turn. Reply submit when the task is done.",
-    "textworld": "You play the text adventure in the first message until you win it. "
-                 "Reply with exactly one game command per turn (go north, take ..., open ...). "
-                 "Reply submit when the game is won.",
-}
-#: What the agent says when it is done (the system prompt above tells it so). A real TextWorld
-#: game ends by itself when won; a simulated one ends on this action.
-DONE_ACTION: dict[str, str] = {"terminal": "submit", "textworld": "submit"}
 FIRST_OBSERVATION_CHARS = 400
+
+
+def agent_prompt(domain: str) -> str:
+    """What the agent is told (`Domain.agent_prompt`); the task itself arrives in the first observation."""
+    prompt = get_domain(domain).agent_prompt
+    if prompt is None:
+        raise ValueError(f"domain {domain!r} declares no agent_prompt: agents are not trained on it")
+    return prompt
+
+
+def done_action(domain: str) -> str:
+    """What the agent says when it is done (its system prompt tells it so). A real TextWorld game
+    ends by itself when won; a simulated one ends on this action."""
+    action = get_domain(domain).done_action
+    if action is None:
+        raise ValueError(f"domain {domain!r} declares no done_action: agents are not trained on it")
+    return action
 
 
 def clip(text: str, chars: int) -> str:
@@ -39,7 +46,7 @@ def clip(text: str, chars: int) -> str:
 def agent_messages(domain: str, observations: Sequence[str], actions: Sequence[str], observation_chars: int,
                    ) -> list[dict[str, str]]:
     """The chat of an episode: observations as user turns, actions as assistant turns (BC's layout)."""
-    messages = [{"role": "system", "content": AGENT_SYSTEM[domain]}]
+    messages = [{"role": "system", "content": agent_prompt(domain)}]
     for i, observation in enumerate(observations):
         messages.append({"role": "user", "content": clip(observation, FIRST_OBSERVATION_CHARS if i == 0
                                                               else observation_chars)})

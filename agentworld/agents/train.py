@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
+import mlflow
 from agentworld.agents.bc import Demo, recorded_demos, scripted_demos, train_bc
 from agentworld.agents.episodes import Episode, play, summarise
 from agentworld.agents.policy import LMAgent
@@ -24,8 +24,8 @@ from agentworld.agents.rl import train_rl
 from agentworld.agents.success import sim_success
 from agentworld.agents.wm2real import wm2real
 from agentworld.config import Params
+from agentworld.domains import make_env
 from agentworld.envs.base import TextEnv
-from agentworld.envs.registry import make_env
 from agentworld.evaluation.backends import BackendError, RegistryModel, TransformersBackend, local_model_dir
 from agentworld.models.factory import ModelLoadError, load_local
 from agentworld.simulation.env import RealTaskSource, WorldModelEnv

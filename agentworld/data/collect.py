@@ -23,9 +23,9 @@ from tqdm import tqdm
 from agentworld.config import CollectParams, PolicyMix, SandboxParams
 from agentworld.data.io import read_transitions, write_jsonl
 from agentworld.data.schema import Transition, transition_id, utc_now
+from agentworld.domains import make_env, make_policy
 from agentworld.envs.base import TextEnv
 from agentworld.envs.behaviour import POLICY_NAMES
-from agentworld.envs.registry import make_env, make_policy
 
 SHARD_EPISODES = 8  # episodes per resumable unit of work
 SEED_STRIDE = 1_000_003  # a prime: seeds of different collect.seed values never collide in practice
@@ -177,7 +177,7 @@ def _play_episode(env: TextEnv, domain: str, params: CollectParams, index: int) 
     policy_rng = random.Random(f"policy:{seed}")
     policy_name = choose_policy(params.policy_mix, policy_rng)
     observation, _ = env.reset(seed=seed)
-    task = getattr(env, "task", None)  # policies are built from the episode's task
+    task = env.task  # policies are built from the episode's task
     if task is None:
         raise TypeError(f"{type(env).__name__} exposes no `task` after reset(); policies need it")
     policy = make_policy(domain, policy_name, task)

@@ -12,7 +12,7 @@ Nothing is downloaded. Every source reads what is already on the machine or in t
 - `manpages`: `man` pages of the commands agents use in the terminal/os domains (`--help` text
   where there is no page, `bash -c 'help X'` for shell builtins); missing commands are skipped.
 - `python_docs`: the CPython documentation corpus of the `search` domain
-  (`agentworld.envs.search_corpus`: pydoc topics, stdlib modules, functions and classes).
+  (`agentworld.domains.search.corpus`: pydoc topics, stdlib modules, functions and classes).
 - `mcp_schemas`: the tools of our MCP applications (tracker, crm, shop) with their JSON input
   schemas, and example calls with the exact observations the MCP env returns, run in-process
   against a seeded database (no server subprocess).
@@ -26,8 +26,8 @@ rerun on the same machine gives byte-identical files. `load_corpora` reads them 
 
 from __future__ import annotations
 
-import asyncio
 import ast
+import asyncio
 import json
 import logging
 import os
@@ -251,7 +251,7 @@ def python_docs() -> list[Document]:
     Read from `search_corpus.ensure_index()` (built once per Python version in a clean child
     interpreter, then cached), so the text is the same whatever process or directory asks.
     """
-    from agentworld.envs import search_corpus
+    from agentworld.domains.search import corpus as search_corpus
 
     path = search_corpus.ensure_index()
     conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
@@ -273,7 +273,7 @@ def _observe(server: Any, action: str, run: Callable[[Any], Any]) -> str:
     (`run` runs a coroutine: an `asyncio.Runner`'s, so all calls share one event loop)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from agentworld.envs.mcp.env import parse_action, render
+    from agentworld.domains.mcp.env import parse_action, render
 
     tool, arguments, error = parse_action(action)
     if tool == "submit":
@@ -291,7 +291,7 @@ def _observe(server: Any, action: str, run: Callable[[Any], Any]) -> str:
 
 
 def _tool_doc(app: str, description: str, tool: Any) -> Document:
-    from agentworld.envs.mcp.env import tool_signature
+    from agentworld.domains.mcp.env import tool_signature
 
     schema = json.dumps(tool.input_schema or {}, indent=2, sort_keys=True)
     text = (f'MCP server "{app}" ({description})\nTool: {tool.name}\n'
@@ -301,9 +301,9 @@ def _tool_doc(app: str, description: str, tool: Any) -> Document:
 
 
 def _app_docs(app: str, workdir: Path) -> list[Document]:
-    from agentworld.envs.mcp.apps import app_module
-    from agentworld.envs.mcp.apps.common import AppDB
-    from agentworld.envs.mcp.seed import write_database
+    from agentworld.domains.mcp.apps import app_module
+    from agentworld.domains.mcp.apps.common import AppDB
+    from agentworld.domains.mcp.seed import write_database
 
     module = app_module(app)
     db_path = workdir / f"{app}.db"
@@ -317,7 +317,7 @@ def _app_docs(app: str, workdir: Path) -> list[Document]:
 
 
 def _tool_docs(app: str, module: Any, server: Any, tools: list[Any]) -> list[Document]:
-    from agentworld.envs.mcp.env import tool_signature
+    from agentworld.domains.mcp.env import tool_signature
 
     header = f'MCP server "{app}": {module.DESCRIPTION}.'
     instructions = (server.instructions or "").strip()
@@ -332,9 +332,9 @@ def _tool_docs(app: str, module: Any, server: Any, tools: list[Any]) -> list[Doc
 
 def _example_docs(app: str, module: Any, server: Any, db_path: Path, run: Callable[[Any], Any]) -> list[Document]:
     """Each task kind's solution replayed on a freshly seeded database, then typical failed calls."""
-    from agentworld.envs.mcp.env import McpActions, parse_action
-    from agentworld.envs.mcp.seed import write_database
-    from agentworld.envs.mcp.tasks import generate_task
+    from agentworld.domains.mcp.env import McpActions, parse_action
+    from agentworld.domains.mcp.seed import write_database
+    from agentworld.domains.mcp.tasks import generate_task
 
     docs: list[Document] = []
     mistakes: list[str] = []
@@ -366,11 +366,11 @@ def mcp_schemas(apps: Sequence[str] | None = None) -> list[Document]:
     """Tool lists, per-tool JSON input schemas and example calls of our MCP applications.
 
     The servers are built and called in-process (no subprocess) on seeded SQLite files in a
-    temp dir; the observations are rendered exactly as `agentworld.envs.mcp.env` renders them.
+    temp dir; the observations are rendered exactly as `agentworld.domains.mcp.env` renders them.
     """
     try:
-        from agentworld.envs.mcp.apps import APP_NAMES
-        from agentworld.envs.mcp.env import probe
+        from agentworld.domains.mcp.apps import APP_NAMES
+        from agentworld.domains.mcp.env import probe
     except ImportError as exc:
         log.warning("mcp_schemas: MCP domain unavailable (%s); source is empty", exc)
         return []
@@ -460,7 +460,7 @@ def scienceworld_rules(with_simulator: bool = True) -> list[Document]:
                      f"ScienceWorld tasks (id, name: topic, task):\n{listing}")]
     if not with_simulator:
         return docs
-    from agentworld.envs.scienceworld_env import AMBIGUOUS_PREFIX, REFUSAL, ScienceWorldTextEnv, probe
+    from agentworld.domains.scienceworld.env import AMBIGUOUS_PREFIX, REFUSAL, ScienceWorldTextEnv, probe
 
     ok, reason = probe()
     if not ok:

@@ -12,68 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentworld.data.copying import copy_sources
+from agentworld.domains import find_domain
 
 OBSERVATION_MARKER = "**Environment Observation:**"
-
-DOMAIN_SYSTEM_PROMPTS: dict[str, str] = {
-    "terminal": (
-        "You are a world model of a Linux terminal: a bash shell in a sandbox with no network, "
-        "working directory /workspace. Given the agent's command, answer with exactly what the "
-        "shell prints (stdout and stderr), nothing else. Keep the shell's state across turns: "
-        "working directory, variables and files follow from earlier commands."
-    ),
-    "os": (
-        "You are a world model of a Linux server's root shell: bash as root in a sandbox with no network, "
-        "holding users and groups, systemd unit files, cron jobs, logs under /var/log, a dpkg package "
-        "database and application files under /opt and /srv. Given the administrator's command, answer "
-        "with exactly what the shell prints (stdout and stderr), nothing else; the actions `answer ...`, "
-        "`submit` and `exit` end the episode and print nothing. Keep the system's state consistent across turns."
-    ),
-    "mcp": (
-        "You are a world model of SaaS applications exposed as MCP tool servers: an issue tracker, a CRM and "
-        "an online shop, each backed by its own database. Given the agent's tool call as a JSON object "
-        "{\"tool\": ..., \"arguments\": {...}}, answer with exactly the JSON the environment returns: "
-        "{\"isError\":false,\"result\":...} with the tool's result, or {\"isError\":true,\"error\":...} with the "
-        "server's error message (not found, validation failed, permission denied, rate limit exceeded). "
-        "Keep the application's data consistent across turns: changes made by earlier calls persist."
-    ),
-    "search": (
-        "You are a world model of a full-text search engine (SQLite FTS5 with BM25 ranking) over the "
-        "Python standard library's documentation: reference topics, module pages and function/class "
-        "pages, each with an id such as module:json. Given the agent's action (search, open, "
-        "find_in_page, next_page or answer), answer with exactly what the engine returns: ranked results "
-        "with snippets, a page of a document, matching lines, or the engine's error message."
-    ),
-    "swe": (
-        "You are a world model of a software-engineering environment: a git repository of a real Python "
-        "project in /workspace, inside a sandbox with no network, where a bug makes some tests fail. Given "
-        "the agent's action (ls, view, search, edit, run_tests, git diff, submit), answer with exactly what "
-        "the environment returns: directory listings, numbered file lines, grep matches, edit confirmations, "
-        "pytest output, diffs or the tool's error message, nothing else. Keep the repository consistent "
-        "across turns: edits persist and change later views, diffs and test results."
-    ),
-    "web": (
-        "You are a world model of Agora, a small online shop with a community forum (products, reviews, "
-        "orders, forum threads, account settings), seen by an agent through a headless browser. Given the "
-        "agent's browser action (click [id], type [id] \"text\", select [id] \"option\", goto /path, back, "
-        "scroll down|up, stop), answer with exactly what the environment returns: the `URL:` line and the "
-        "page's accessibility tree with numbered interactive elements, or the single `Error: ...` line. "
-        "Keep the site consistent across turns: logins, orders, posts, reviews and profile changes persist."
-    ),
-    "textworld": (
-        "You are a world model of a TextWorld text adventure: rooms, doors, containers and "
-        "objects the player can take, open, cook and eat. Given the player's command, answer "
-        "with exactly what the game prints: room descriptions, the effect of the command, the "
-        "inventory, or the game's refusal. Keep the world consistent across turns."
-    ),
-    "scienceworld": (
-        "You are a world model of ScienceWorld, a text-based simulation of a house, a greenhouse, "
-        "a workshop and the outdoors, with objects that obey simple physics, chemistry and biology. "
-        "Given the agent's action, answer with exactly what the simulator prints: room "
-        "descriptions, object states, inventory, or 'No known action matches that input.' "
-        "Keep the world consistent across turns."
-    ),
-}
 
 
 def user_turn(action: str, memory: str | None = None) -> str:
@@ -89,9 +30,11 @@ def repeat_note(turns_ago: int) -> str:
 
 
 def system_prompt(domain: str, instruction: str) -> str:
-    base = DOMAIN_SYSTEM_PROMPTS.get(domain)
-    if base is None:
-        raise KeyError(f"no world-model system prompt for domain {domain!r}; add one to DOMAIN_SYSTEM_PROMPTS")
+    declared = find_domain(domain)
+    base = declared.world_model_prompt if declared is not None else ""
+    if not base:
+        raise KeyError(f"no world-model system prompt for domain {domain!r}; declare world_model_prompt in "
+                       f"agentworld/domains/{domain}/__init__.py")
     return f"{base}\n\nThe agent's task: {instruction}"
 
 

@@ -39,7 +39,10 @@ class TextEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self) -> None:
-        self.observation_space = spaces.Text(max_length=TEXT_SPACE_MAX, charset=TEXT_CHARSET)
+        #: The episode's task, set by `reset`: behaviour policies and checkers read it.
+        self.task: Task | None = None
+        # min_length 0: a command that prints nothing answers with the empty string.
+        self.observation_space = spaces.Text(max_length=TEXT_SPACE_MAX, min_length=0, charset=TEXT_CHARSET)
         self.action_space = spaces.Text(max_length=TEXT_SPACE_MAX, charset=TEXT_CHARSET)
 
     @property
@@ -48,7 +51,13 @@ class TextEnv(gym.Env[str, str]):
 
     @abstractmethod
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Start an episode; `options={"task": Task}` picks the task, else one is drawn from `seed`."""
+        """Start an episode; `options={"task": Task}` picks the task, else one is drawn from `seed`.
+
+        Subclasses call `super().reset(seed=seed)` first: it seeds `np_random` (Gymnasium's
+        `Env.reset`), from which a reset without a seed draws its task, so `reset(seed=s)`
+        followed by `reset()` repeats the same episodes every time."""
+        super().reset(seed=seed, options=options)
+        return "", {}
 
     @abstractmethod
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

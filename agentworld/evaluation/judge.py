@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentworld.data.prompts import OBSERVATION_MARKER, parse_observation
+from agentworld.domains import Domain, find_domain
 from agentworld.evaluation.metrics import normalise, token_f1
-from agentworld.validation.domains import DOMAIN_RULES, action_verb
+from agentworld.validation.domains import action_verb
 
 DIMENSIONS: tuple[str, ...] = ("format", "factuality", "consistency", "realism", "quality")
 
@@ -184,33 +185,18 @@ def parse_json(text: str) -> Any:
 
 
 def shape_problems(domain: str, action: str, observation: str, reference: str | None = None) -> list[str]:
-    """Where an observation breaks its domain's shape: the rules of `validation.domains`
-    (MCP JSON is checked by parsing: a JSON object with a boolean `isError`), plus: when the
-    reference is JSON the observation must be JSON too, and when the reference says something the
-    observation must not be empty."""
-    problems = []
+    """Where an observation breaks its domain's shape: the domain's `shape_rules` (the rules the
+    validation suite applies to collected rows), plus: when the reference is JSON the observation
+    must be JSON too, and when the reference says something the observation must not be empty."""
     if reference is not None and reference.strip() and not observation.strip():
         return ["empty observation where the environment answered"]
     verb = action_verb(action)
-    if domain == "mcp":
-        value = parse_json(observation)
-        if not isinstance(value, dict):
-            problems.append("mcp: not a JSON object")
-        elif not isinstance(value.get("isError"), bool):
-            problems.append("mcp: no boolean isError")
-    else:
-        for rule in DOMAIN_RULES:
-            if rule.domain != domain or (rule.verbs and verb not in rule.verbs) or verb in rule.skip_verbs:
-                continue
-            if rule.kind == "json":
-                ok = parse_json(observation) is not None
-            elif rule.kind == "regex":
-                ok = re.search(rule.regex or "", observation) is not None
-            else:
-                ok = len(observation) >= 1
-            if not ok:
-                problems.append(f"{domain}: {rule.why}")
-    if reference is not None and domain != "mcp" and parse_json(reference) is not None and parse_json(observation) is None:
+    declared = find_domain(domain)
+    rules = [rule for rule in (declared.shape_rules if declared else ()) if rule.applies(verb)]
+    problems = [f"{domain}: {rule.why}" for rule in rules if not rule.holds(observation)]
+    json_checked = any(rule.kind == "json" for rule in rules)
+    if (reference is not None and not json_checked and parse_json(reference) is not None
+            and parse_json(observation) is None):
         problems.append("the reference is JSON but the observation is not")
     return problems
 
@@ -521,7 +507,8 @@ def consistency_issues(inp: JudgeInput, observation: str) -> tuple[list[str], fl
     """
     issues = []
     state: dict[str, str] = {}
-    cwd: str | None = "/workspace" if inp.domain in ("terminal", "swe") else None
+    declared = find_domain(inp.domain)
+    cwd = declared.start_cwd if declared is not None else None
     steps = list(inp.history) + [(inp.action, None)]
     for action, obs in steps:
         created, removed, new_cwd = action_effects(action)
@@ -688,49 +675,6 @@ consistency), give "n/a" for it instead of a number. An empty prediction where t
 says something is never realistic. Answer with ONLY a JSON object, no other text:
 {{"format": <1-5>, "factuality": <1-5>, "consistency": <1-5>, "realism": <1-5>, "quality": <1-5>, "reason": "<one or two sentences>"}}"""
 
-DOMAIN_TITLES: dict[str, str] = {
-    "terminal": "a Linux bash shell in a sandbox", "os": "a Linux server's root shell",
-    "mcp": "SaaS applications exposed as MCP tool servers", "search": "a full-text search engine over Python docs",
-    "swe": "a Python git repository with tests", "web": "a web shop and forum seen through a headless browser",
-    "textworld": "a TextWorld text adventure", "scienceworld": "the ScienceWorld simulator",
-}
-
-DOMAIN_FORMAT_NOTES: dict[str, str] = {
-    "terminal": "Shell output is plain stdout/stderr, no prompt, no commentary.",
-    "os": "Plain stdout/stderr; `answer`, `submit` and `exit` print nothing.",
-    "mcp": 'Exactly one compact JSON object: {"isError":false,"result":...} or {"isError":true,"error":...}.',
-    "search": 'A search answers "Results i-j of N for "q":" with numbered [doc:id] entries and snippets, '
-              '"No results for ..." or "Error: ..."; open answers "[doc:id] Title" then "[page i/n]".',
-    "swe": "Listings, numbered file lines, grep `path:line:` matches, edit confirmations, diffs; a test run "
-           "ends with pytest's summary line of counts.",
-    "web": 'A page is "URL: /path" then the accessibility tree with numbered interactive elements '
-           '([n] role "name"); a failed action is one "Error: ..." line; stop answers "Episode ended.".',
-    "textworld": "Game text only.",
-    "scienceworld": "Simulator text only.",
-}
-
-DOMAIN_NOTES: dict[str, str] = {
-    "terminal": "Exit messages such as `No such file or directory` or `command not found` must match the "
-                "reference; file listings must name the same files; ls dates/times are runtime metadata.",
-    "os": "Users, groups, units, package names and versions, log lines the agent caused must match; "
-          "pre-existing log and config text need only be plausible; timestamps and pids are runtime metadata.",
-    "mcp": "isError, the error kind (not found / validation / permission / rate limit), ids, counts, statuses, "
-           "names and every JSON key must match the reference; created_at/updated_at-like fields are runtime "
-           "metadata; records created or changed by earlier calls must be reflected.",
-    "search": "The result count, the order and ids of the ranked documents and the page numbers must match; "
-              "snippet and page prose is pre-existing content and need only be plausible.",
-    "swe": "Paths, line numbers, test names and pass/fail counts must match; earlier edits must show in later "
-           "views, diffs and test results; pytest durations are runtime metadata; unedited source text need "
-           "only be plausible.",
-    "web": "The URL, element ids, roles, names, form values and state (logged in, cart, orders, posts) must "
-           "match; product and forum prose that existed before need only be plausible.",
-    "textworld": "Rooms, exits, objects, the inventory and the effects of commands must match the reference; "
-                 "flavour text need only be plausible.",
-    "scienceworld": "Object states, locations, the inventory and action effects must match; descriptive prose "
-                    "need only be plausible.",
-}
-
-
 class JudgeParseError(ValueError):
     """The judge's answer has no usable JSON object or lacks a score field."""
 
@@ -798,10 +742,11 @@ def _clip(text: str, limit: int) -> str:
 
 def judge_messages(inp: JudgeInput, history_turns: int = 6, max_chars: int = 4000) -> list[dict[str, str]]:
     """The chat messages asking a judge to score one input (system rubric + user context)."""
+    declared = find_domain(inp.domain)
     system = JUDGE_SYSTEM_PROMPT.format(
-        domain_title=DOMAIN_TITLES.get(inp.domain, inp.domain),
-        format_note=DOMAIN_FORMAT_NOTES.get(inp.domain, ""),
-        domain_notes=DOMAIN_NOTES.get(inp.domain, "Deterministic content must match; prose need only be plausible."),
+        domain_title=(declared.judge_title if declared else "") or inp.domain,
+        format_note=declared.judge_format if declared else "",
+        domain_notes=(declared.judge_notes if declared else Domain.judge_notes),
     )
     history = inp.history[-history_turns:] if history_turns else ()
     skipped = len(inp.history) - len(history)

@@ -19,18 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentworld.data.prompts import WorldModelExample, parse_observation, system_prompt
+from agentworld.domains import get_domain
 from agentworld.envs.base import Task, TextEnv
 from agentworld.evaluation.backends import Backend
 
-#: Actions that end an episode, per domain (as the real environments treat them).
-END_ACTIONS: dict[str, frozenset[str]] = {
-    "terminal": frozenset({"exit", "submit"}),
-    "os": frozenset({"submit", "exit", "logout"}),
-    "mcp": frozenset({"submit", "exit"}),
-    "swe": frozenset({"submit"}),
-    "web": frozenset({"stop"}),
-    "textworld": frozenset({"submit"}),   # the agents' done action (agentworld/agents/policy.py)
-}
 ERROR_OBSERVATION = "[world model error: no well-formed observation after {attempts} attempts]"
 
 
@@ -46,7 +38,7 @@ class RealTaskSource:
     episode (start-up is paid once); share a source between envs of one domain and `close` it."""
 
     def __init__(self, domain: str, make_env: Callable[[], TextEnv] | None = None) -> None:
-        from agentworld.envs.registry import make_env as registry_env
+        from agentworld.domains import make_env as registry_env
 
         self.domain = domain
         self._make_env = make_env or (lambda: registry_env(domain))
@@ -56,7 +48,9 @@ class RealTaskSource:
         if self._env is None:
             self._env = self._make_env()
         observation, info = self._env.reset(seed=seed, options=options)
-        return self._env.task, observation, info  # type: ignore[attr-defined]
+        if self._env.task is None:
+            raise TypeError(f"{type(self._env).__name__} set no `task` in reset()")
+        return self._env.task, observation, info
 
     def close(self) -> None:
         if self._env is not None:
@@ -109,7 +103,6 @@ class WorldModelEnv(TextEnv):
         self.tasks = tasks or RealTaskSource(domain)
         self.control = control or Control()
         self.retries, self.retry_temperature, self.max_steps = retries, retry_temperature, max_steps
-        self.task: Task | None = None
         self.history: list[tuple[str, str]] = []
         self._system = ""
         self._done = True
@@ -136,7 +129,7 @@ class WorldModelEnv(TextEnv):
         self._done = True
 
     def ends_episode(self, action: str) -> bool:
-        return action.strip() in END_ACTIONS.get(self.domain, frozenset())
+        return action.strip() in get_domain(self.domain).end_actions
 
     def check_running(self) -> None:
         if self._done or self.task is None:

@@ -17,7 +17,7 @@ from tqdm import tqdm
 from agentworld.config import SynthesizeParams
 from agentworld.data.collect import choose_policy, episode_seed, trajectory_id_for
 from agentworld.data.schema import Transition, transition_id, utc_now
-from agentworld.envs.registry import make_policy
+from agentworld.domains import make_policy
 from agentworld.evaluation.backends import Backend
 from agentworld.simulation.env import Control, RealTaskSource, WorldModelEnv, step_many
 

@@ -15,11 +15,12 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import mlflow
+from typing import TYPE_CHECKING, Any
 
 from agentworld.config import Params
+
+if TYPE_CHECKING:
+    import mlflow
 
 PARENT_RUN_ENV = "AGENTWORLD_PARENT_RUN_ID"
 
@@ -42,6 +43,8 @@ def artifact_root(root: Path | None = None) -> str:
 
 def configure(experiment: str, root: Path | None = None) -> str:
     """Point MLflow at the project's store and make sure the experiment exists; return its id."""
+    import mlflow  # imported when used: DAG files import this module and must parse fast
+
     root = root or project_root()
     (root / "mlflow").mkdir(exist_ok=True)
     mlflow.set_tracking_uri(tracking_uri(root))
@@ -84,6 +87,8 @@ def lineage_tags(root: Path | None = None) -> dict[str, str]:
 
 def start_pipeline_run(params: Params, run_name: str | None = None, root: Path | None = None) -> str:
     """Open (and close) the parent run a pipeline's stage runs hang under; return its id."""
+    import mlflow  # imported when used: DAG files import this module and must parse fast
+
     configure(params.tracking.experiment, root)
     with mlflow.start_run(run_name=run_name or f"pipeline-{params.profile}") as run:
         mlflow.set_tags({"agentworld.kind": "pipeline", "profile": params.profile, **lineage_tags(root)})
@@ -96,6 +101,8 @@ def stage_run(stage: str, params: Params, section: Any, parent_run_id: str | Non
               domain: str | None = None) -> Iterator[mlflow.ActiveRun]:
     """One MLflow run for one stage (of one domain, for per-domain stages), nested under the
     pipeline's parent run when there is one."""
+    import mlflow  # imported when used: DAG files import this module and must parse fast
+
     configure(params.tracking.experiment)
     parent = parent_run_id or os.environ.get(PARENT_RUN_ENV) or None
     run_name = f"{stage}:{domain}" if domain else stage

@@ -1,5 +1,8 @@
 """Per-domain Great Expectations rules, on top of the common transition suite.
 
+The rules themselves are declared by each domain (`Domain.shape_rules` in
+`agentworld/domains/<name>/__init__.py`); the judge checks the same rules on predictions.
+
 Each domain's observations have a shape a world model must learn (MCP answers are JSON tool
 results, search answers are ranked lists, a SWE test run ends with pytest's counts, a web page
 is an accessibility tree). A row that breaks its domain's shape is a collection bug, and it is
@@ -56,28 +59,14 @@ class DomainRule:
         raise ValueError(f"unknown rule kind {self.kind!r}")
 
 
-DOMAIN_RULES: tuple[DomainRule, ...] = (
-    DomainRule("mcp", "every answer is a JSON tool result", "json"),
-    DomainRule("mcp", "a tool result says whether it is an error", "regex", r'^\{.*"isError":(?:true|false)'),
-    DomainRule("search", "a search answers with a ranked result list, 'No results' or the engine's error", "regex",
-               r"^(?:Results \d+-\d+ of \d+ for \"|No results for \"|Error: )", verbs=("search",)),
-    DomainRule("search", "an opened page starts with its id and a page marker", "regex",
-               r"^(?:\[[a-z]+:[^\]]+\] .*\n\[page \d+/\d+\]|Error: )", verbs=("open",)),
-    DomainRule("os", "ending the episode (answer, submit, exit) prints nothing", "regex", r"^$",
-               verbs=("answer", "submit", "exit", "logout")),
-    DomainRule("swe", "a test run ends with pytest's pass/fail counts (or the timeout marker); a misused "
-               "action gets one usage error line", "regex",
-               r"(?:\d+ (?:passed|failed|errors?|skipped|deselected|warnings?|no tests ran)[^\n]*|"
-               r"\[command timed out after [^\]]*\]|no tests ran[^\n]*)\s*$|^error: [^\n]+$",
-               verbs=("run_tests", "submit")),
-    DomainRule("web", "a browser action answers with the page's accessibility tree or one error line", "regex",
-               r"^(?:URL: /\S*|Error: [^\n]+$)", verbs=("click", "type", "select", "goto", "back", "scroll")),
-    DomainRule("web", "stop ends the episode", "regex", r"^(?:Episode ended\.|Error: [^\n]+)$", verbs=("stop",)),
-    DomainRule("textworld", "the game answers every command with some text", "non_empty"),
-    DomainRule("scienceworld", "the simulator answers every action with some text", "non_empty"),
-)
+def domain_rules() -> tuple[DomainRule, ...]:
+    """Every domain's shape rules (`Domain.shape_rules`), each tagged with its domain."""
+    from agentworld.domains import all_domains
+
+    return tuple(DomainRule(name, rule.why, rule.kind, rule.regex, rule.verbs, rule.skip_verbs)
+                 for name, declared in all_domains().items() for rule in declared.shape_rules)
 
 
 def domain_expectations(domains: Sequence[str], gxe: Any) -> list[Any]:
     """The expectations of every rule whose domain is in `domains`."""
-    return [rule.expectation(gxe) for rule in DOMAIN_RULES if rule.domain in domains]
+    return [rule.expectation(gxe) for rule in domain_rules() if rule.domain in domains]
