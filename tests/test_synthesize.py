@@ -27,5 +27,9 @@ def test_synthesize_writes_validated_synthetic_rows_with_their_controls(tmp_path
     assert all(r["info"]["control"] == {"faults": ["permission denied"], "fault_rate": 0.3, "perturbation": None,
                                         "fiction": None} for r in rows)
     assert {r["info"]["world_model"] for r in rows} == {str(paths.stage_model("sft"))}
+    # the same row builder as real collection: how each episode ended is recorded
+    assert all(isinstance(r["info"]["terminated"], bool) and isinstance(r["info"]["max_steps_reached"], bool)
+               for r in rows)
+    assert all(r["done"] for r in rows if r["info"]["terminated"] or r["info"]["max_steps_reached"])
     assert len(list(read_jsonl(paths.synthetic("terminal", "clean")))) == stats["clean"]
     assert json.loads(paths.report("synthesize.json").read_text())["domains"]["terminal"] == stats

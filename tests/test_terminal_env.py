@@ -8,7 +8,8 @@ import random
 import pytest
 
 from agentworld.config import CollectParams, PolicyMix, SandboxParams
-from agentworld.data.collect import choose_policy, collect_episodes, episode_seed, trajectory_id_for
+from agentworld.data.collect import collect_episodes
+from agentworld.data.episodes import choose_policy, episode_seed, trajectory_id_for
 from agentworld.data.schema import Transition
 from agentworld.domains import EnvUnavailable, list_envs, make_env
 from agentworld.domains.terminal.behaviour import POLICY_NAMES, make_policy

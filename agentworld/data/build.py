@@ -33,7 +33,7 @@ def planned_split(collect: CollectParams, build: BuildParams) -> dict[str, tuple
 
     Exact before anything runs: trajectory ids depend only on (domain, collect.seed, index).
     """
-    from agentworld.data.collect import trajectory_id_for
+    from agentworld.data.episodes import trajectory_id_for
 
     out = {}
     for domain in collect.domains:
@@ -59,7 +59,7 @@ def check_split(collect: CollectParams, build: BuildParams) -> dict[str, tuple[i
 
 
 def _episodes_for_a_split(collect: CollectParams, build: BuildParams) -> int:
-    from agentworld.data.collect import trajectory_id_for
+    from agentworld.data.episodes import trajectory_id_for
 
     for n in range(2, 100_000):
         sides = {is_test_episode(trajectory_id_for(d, collect.seed, i), build.test_fraction, build.seed)

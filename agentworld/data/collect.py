@@ -1,9 +1,9 @@
 """Collect real trajectories: behaviour policies playing real environments, one row per step.
 
-Everything is derived from (collect.seed, episode index): the episode seed picks the task and
-its files, a separate stream picks the behaviour policy by the policy_mix shares and drives
-the policy. So any subset of episodes can be (re)collected independently, in any order or in
-parallel shards (`episode_indices`), and yields the same tasks and actions every time.
+Episodes run through the episode engine (`agentworld/data/episodes.py`), which derives
+everything from (collect.seed, episode index). So any subset of episodes can be (re)collected
+independently, in any order or in parallel shards (`episode_indices`), and yields the same
+tasks and actions every time; shards make the collection resumable.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import multiprocessing.util
-import random
 import shutil
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -21,32 +20,14 @@ from typing import Any
 from tqdm import tqdm
 
 from agentworld.config import CollectParams, PolicyMix, SandboxParams
+from agentworld.data.episodes import play_episodes
 from agentworld.data.io import read_transitions, write_jsonl
-from agentworld.data.schema import Transition, transition_id, utc_now
-from agentworld.domains import make_env, make_policy
+from agentworld.data.schema import Transition
+from agentworld.domains import make_env
 from agentworld.envs.base import TextEnv
 from agentworld.envs.behaviour import POLICY_NAMES
 
 SHARD_EPISODES = 8  # episodes per resumable unit of work
-SEED_STRIDE = 1_000_003  # a prime: seeds of different collect.seed values never collide in practice
-
-
-def episode_seed(base_seed: int, index: int) -> int:
-    return base_seed * SEED_STRIDE + index
-
-
-def trajectory_id_for(domain: str, base_seed: int, index: int) -> str:
-    return f"{domain}-s{base_seed}-e{index:06d}"
-
-
-def choose_policy(mix: PolicyMix, rng: random.Random) -> str:
-    """Draw a policy name with probability equal to its share in the mix."""
-    roll, acc = rng.random(), 0.0
-    for name in POLICY_NAMES:
-        acc += getattr(mix, name)
-        if roll < acc:
-            return name
-    return max(POLICY_NAMES, key=lambda n: getattr(mix, n))  # float round-off at the top end
 
 
 def collect_episodes(domain: str, collect_params: CollectParams, sandbox_params: SandboxParams,
@@ -173,32 +154,10 @@ class _ShardStore:
 
 
 def _play_episode(env: TextEnv, domain: str, params: CollectParams, index: int) -> Iterator[Transition]:
-    seed = episode_seed(params.seed, index)
-    policy_rng = random.Random(f"policy:{seed}")
-    policy_name = choose_policy(params.policy_mix, policy_rng)
-    observation, _ = env.reset(seed=seed)
-    task = env.task  # policies are built from the episode's task
-    if task is None:
-        raise TypeError(f"{type(env).__name__} exposes no `task` after reset(); policies need it")
-    policy = make_policy(domain, policy_name, task)
-    trajectory_id = trajectory_id_for(domain, params.seed, index)
-    history: list[tuple[str, str]] = []
-    for turn in range(params.max_steps):
-        action = policy.act(observation, history, policy_rng)
-        observation, reward, terminated, truncated, info = env.step(action)
-        last = terminated or truncated or turn == params.max_steps - 1
-        yield Transition(
-            id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn, domain=domain,
-            env_id=env.env_id, task_id=task.task_id, instruction=task.instruction, action=action,
-            observation=observation, reward=float(reward), done=last,
-            source="synthetic" if info.get("simulated") else "real", policy=policy_name,
-            env_version=env.env_version, seed=seed, timestamp=utc_now(),
-            info={**info, "episode_index": index, "terminated": terminated,
-                  "max_steps_reached": last and not (terminated or truncated)},
-        )
-        history.append((action, observation))
-        if terminated or truncated:
-            break
+    if env.domain != domain:
+        raise ValueError(f"a {env.domain} env cannot collect {domain} episodes")
+    yield from play_episodes([env], [index], base_seed=params.seed, policy_mix=params.policy_mix,
+                             max_steps=params.max_steps, trajectory_prefix=domain)
 
 
 def play_episode(domain: str, seed: int, max_steps: int, policy_name: str,

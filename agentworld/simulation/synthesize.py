@@ -1,23 +1,22 @@
 """Synthetic trajectories: behaviour policies play WorldModelEnv episodes, many at a time.
 
 Episodes run in lockstep batches of `synthesize.batch`: at each step every unfinished episode's
-policy acts, and one batched generation answers them all (`step_many`). Rows have the real
+policy acts, and one batched generation answers them all (`step_many`), through the same
+episode engine as real collection (`agentworld/data/episodes.py`). Rows have the real
 collection's schema with `source: synthetic`, the simulating model and the controls in `info`,
 so the same validation suites check them.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tqdm import tqdm
 
 from agentworld.config import SynthesizeParams
-from agentworld.data.collect import choose_policy, episode_seed, trajectory_id_for
-from agentworld.data.schema import Transition, transition_id, utc_now
-from agentworld.domains import make_policy
+from agentworld.data.episodes import play_episodes
+from agentworld.data.schema import Transition
 from agentworld.evaluation.backends import Backend
 from agentworld.simulation.env import Control, RealTaskSource, WorldModelEnv, step_many
 
@@ -25,41 +24,6 @@ from agentworld.simulation.env import Control, RealTaskSource, WorldModelEnv, st
 def control_of(params: SynthesizeParams) -> Control:
     c = params.control
     return Control(faults=tuple(c.faults), fault_rate=c.fault_rate, perturbation=c.perturbation, fiction=c.fiction)
-
-
-def lockstep(envs: Sequence[WorldModelEnv], domain: str, params: SynthesizeParams, indices: Sequence[int],
-             model_label: str) -> Iterator[Transition]:
-    """Play episodes `indices` (one per env) together; yield each step's row as it completes."""
-    seeds = [episode_seed(params.seed, i) for i in indices]
-    rngs = [random.Random(f"policy:{seed}") for seed in seeds]
-    names = [choose_policy(params.policy_mix, rng) for rng in rngs]
-    observations = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds)]
-    policies = [make_policy(domain, name, env.task) for name, env in zip(names, envs)]
-    histories: list[list[tuple[str, str]]] = [[] for _ in envs]
-    active = list(range(len(envs)))
-    for turn in range(params.max_steps):
-        if not active:
-            return
-        actions = [policies[k].act(observations[k], histories[k], rngs[k]) for k in active]
-        results = step_many([envs[k] for k in active], actions)
-        still = []
-        for k, action, (observation, reward, terminated, truncated, info) in zip(active, actions, results):
-            last = terminated or truncated or turn == params.max_steps - 1
-            task = envs[k].task
-            trajectory_id = trajectory_id_for(f"{domain}-synthetic", params.seed, indices[k])
-            yield Transition(
-                id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn, domain=domain,
-                env_id=envs[k].env_id, task_id=task.task_id, instruction=task.instruction, action=action,
-                observation=observation, reward=float(reward), done=last, source="synthetic", policy=names[k],
-                env_version=envs[k].env_version, seed=seeds[k], timestamp=utc_now(),
-                info={**{key: v for key, v in info.items() if key != "generation"}, "world_model": model_label,
-                      "episode_index": indices[k]},
-            )
-            observations[k] = observation
-            histories[k].append((action, observation))
-            if not last:
-                still.append(k)
-        active = still
 
 
 def synthesize_domain(domain: str, backend: Backend, params: SynthesizeParams, model_label: str,
@@ -73,7 +37,10 @@ def synthesize_domain(domain: str, backend: Backend, params: SynthesizeParams, m
         for start in range(0, len(indices), params.batch):
             chunk = indices[start: start + params.batch]
             envs = [WorldModelEnv(domain, backend, tasks, control=control, retries=params.retries) for _ in chunk]
-            yield from lockstep(envs, domain, params, chunk, model_label)
+            yield from play_episodes(envs, chunk, base_seed=params.seed, policy_mix=params.policy_mix,
+                                     max_steps=params.max_steps, trajectory_prefix=f"{domain}-synthetic",
+                                     step=step_many, extra_info={"world_model": model_label},
+                                     drop_info=("generation",))
             bar.update(len(chunk))
     finally:
         tasks.close()
