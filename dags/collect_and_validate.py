@@ -59,7 +59,9 @@ def collect_and_validate():
         run_stage("collect", _run_id(), parent, domains=[domain])
         return domain
 
-    @task(outlets=[validated_alias()])
+    # Two at a time: each is a Great Expectations process, and eight at once on a small machine
+    # starve the scheduler and its SQLite metadata DB ("database is locked").
+    @task(outlets=[validated_alias()], max_active_tis_per_dagrun=2)
     @settings_errors_fail_once
     def validate(domain: str, parent: str, *, outlet_events=None) -> dict:
         report = run_stage("validate", _run_id(), parent, domains=[domain])["domains"][domain]

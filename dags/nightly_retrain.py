@@ -58,7 +58,7 @@ def nightly_retrain():
         run_stage("collect", _run_id(), parent, domains=[domain])
         return domain
 
-    @task
+    @task(max_active_tis_per_dagrun=2)  # Great Expectations processes; eight at once starve SQLite
     @settings_errors_fail_once
     def validate(domain: str, parent: str) -> str:
         run_stage("validate", _run_id(), parent, domains=[domain])
