@@ -9,6 +9,7 @@ to import; the environment itself is an entry point string that Gymnasium import
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,7 +45,6 @@ class ShapeRule:
         """Whether `observation` keeps this rule (what the GE expectation checks row by row)."""
         if self.kind == "json":
             try:
-                import json
                 json.loads(observation)
             except ValueError:
                 return False
