@@ -5,7 +5,7 @@ and vLLM-engine tokens/s next to transformers `generate`, at the demo size and a
 
 Part 1, per domain: the same behaviour policies step a real environment (one episode at a
 time, as collection does) and `--batch` WorldModelEnv episodes in lockstep through one batched
-generation per step (`step_many`). Only `step` calls are timed (resets excluded on both sides);
+generation per step (a `TextVectorEnv` of WorldModelEnvs). Only `step` calls are timed (resets excluded on both sides);
 figures are medians over `--repeats` runs, with the ratio simulated / real.
 
 Part 2: tokens/s of greedy decoding that ignores end-of-turn (every sequence generates exactly
@@ -30,11 +30,12 @@ import torch  # noqa: E402
 
 from agentworld.config import ModelParams  # noqa: E402
 from agentworld.domains import list_envs, make_env, make_policy  # noqa: E402
+from agentworld.envs.vector import TextVectorEnv  # noqa: E402
 from agentworld.evaluation.awbench import read_bench  # noqa: E402
 from agentworld.evaluation.backends import TransformersBackend  # noqa: E402
 from agentworld.models.chat import fit_prompt  # noqa: E402
 from agentworld.models.factory import build_model, count_parameters, load_local  # noqa: E402
-from agentworld.simulation.env import RealTaskSource, WorldModelEnv, step_many  # noqa: E402
+from agentworld.simulation.env import RealTaskSource, WorldModelEnv  # noqa: E402
 
 LARGE = ModelParams(vocab_size=4096, hidden_size=512, num_layers=6, num_heads=8, num_kv_heads=4, num_experts=8,
                     num_experts_per_tok=2, moe_intermediate_size=1024, max_seq_len=512)
@@ -64,27 +65,25 @@ def real_steps_per_s(domain: str, episodes: int, max_steps: int) -> float:
 
 def simulated_steps_per_s(domain: str, backend, batch: int, max_steps: int) -> float:
     tasks = RealTaskSource(domain)
-    envs = [WorldModelEnv(domain, backend, tasks, retries=0) for _ in range(batch)]
-    observations = [env.reset(seed=seed)[0] for seed, env in enumerate(envs)]
+    vector = TextVectorEnv([WorldModelEnv(domain, backend, tasks, retries=0) for _ in range(batch)])
+    observations = list(vector.reset(seed=list(range(batch)))[0])
     tasks.close()  # every episode has its task and first observation; no action reaches a real env
-    policies = [make_policy(domain, POLICIES[i % 3], env.task) for i, env in enumerate(envs)]
+    policies = [make_policy(domain, POLICIES[i % 3], env.task) for i, env in enumerate(vector.envs)]
     rngs, histories = [random.Random(i) for i in range(batch)], [[] for _ in range(batch)]
-    active, steps, seconds = list(range(batch)), 0, 0.0
+    steps, seconds = 0, 0.0
     for _ in range(max_steps):
+        active = [int(i) for i in vector.running.nonzero()[0]]
         if not active:
             break
-        actions = [policies[i].act(observations[i], histories[i], rngs[i]) for i in active]
+        actions = [""] * batch
+        for i in active:
+            actions[i] = policies[i].act(observations[i], histories[i], rngs[i])
         start = time.perf_counter()
-        results = step_many([envs[i] for i in active], actions)
+        observations = list(vector.step(actions)[0])
         seconds += time.perf_counter() - start
         steps += len(active)
-        still = []
-        for i, action, (observation, _, terminated, truncated, _) in zip(active, actions, results):
-            observations[i] = observation
-            histories[i].append((action, observation))
-            if not (terminated or truncated):
-                still.append(i)
-        active = still
+        for i in active:
+            histories[i].append((actions[i], observations[i]))
     return steps / seconds
 
 

@@ -14,13 +14,13 @@ from agentworld.agents.bc import conversations, recorded_demos, scripted_demos
 from agentworld.agents.episodes import play, summarise
 from agentworld.agents.policy import LMAgent
 from agentworld.agents.rl import WallClockBudget, seed_of, task_dataset, train_rl
-from agentworld.agents.success import ReferenceVerifier, WorldModelVerifier, sim_success
 from agentworld.data.collect import _play_episode
 from agentworld.data.io import write_jsonl
 from agentworld.domains import make_env
 from agentworld.evaluation.backends import TransformersBackend
 from agentworld.models.factory import build_model, load_local
 from agentworld.simulation.env import RealTaskSource, WorldModelEnv
+from agentworld.simulation.verifiers import ReferenceVerifier, WorldModelVerifier, make_verifier
 from tests.conftest import SMOKE_PARAMS
 from tests.test_simulation import params as collect_params
 
@@ -63,10 +63,10 @@ def test_one_lm_agent_plays_the_real_and_the_simulated_terminal_through_one_loop
     real = [make_env("terminal") for _ in range(2)]
     backend = TransformersBackend(tiny_dir, max_new_tokens=8, batch_size=4, max_seq_len=256)
     tasks = RealTaskSource("terminal")
-    simulated = [WorldModelEnv("terminal", backend, tasks) for _ in range(2)]
+    simulated = [WorldModelEnv("terminal", backend, tasks, verifier=ReferenceVerifier()) for _ in range(2)]
     try:
         real_eps = play(lm, real, [7, 8], max_steps=2, templates=TEMPLATES)
-        sim_eps = play(lm, simulated, [7, 8], max_steps=2, templates=TEMPLATES, judge=ReferenceVerifier())
+        sim_eps = play(lm, simulated, [7, 8], max_steps=2, templates=TEMPLATES)
     finally:
         for env in real:
             env.close()
@@ -84,22 +84,42 @@ def test_one_lm_agent_plays_the_real_and_the_simulated_terminal_through_one_loop
     assert stats["episodes"] == 2 and 0.0 <= stats["invalid_action_rate"] <= 1.0 and stats["success_rate"] == 0.0
 
 
-def test_the_simulators_success_judges(tiny_dir):
+def test_the_simulators_verifiers_reward_and_end_episodes_as_a_real_checker_does():
     tasks = RealTaskSource("terminal")
     stub = StubWorldModel("PASS")
-    env = WorldModelEnv("terminal", stub, tasks)
+    reference = WorldModelEnv("terminal", stub, tasks, verifier=ReferenceVerifier())
+    judged = WorldModelEnv("terminal", stub, tasks, max_steps=2, verifier=WorldModelVerifier())
+    unverified = WorldModelEnv("terminal", stub, tasks)
     try:
-        env.reset(seed=3, options={"template": "rename_file"})
-        solution = env.task.solution
-        assert ReferenceVerifier().judge([env], [["ls", "  " + solution[-1].replace(" ", "  ")]]) == [True]
-        assert ReferenceVerifier().judge([env], [["ls", "mv a b"]]) == [False]
-        assert WorldModelVerifier().judge([env], [[]]) == [True]      # the world model says the checker passes
-        stub.observation = "FAIL"
-        assert WorldModelVerifier().judge([env], [[]]) == [False]
+        reference.reset(seed=3, options={"template": "rename_file"})
+        solution = reference.task.solution
+        _, reward, terminated, truncated, info = reference.step("ls")
+        assert (reward, terminated, truncated, info["solved"]) == (0.0, False, False, False)
+        # the reference solution's last command, spaced differently: solved at this step, and the episode ends
+        _, reward, terminated, truncated, info = reference.step("  " + solution[-1].replace(" ", "  "))
+        assert (reward, terminated, truncated, info["solved"]) == (1.0, True, False, True)
+        with pytest.raises(RuntimeError, match="episode is over"):
+            reference.step("ls")
+        # the world model's own verdict is asked only when the episode ends (here at the step limit)
+        judged.reset(seed=3, options={"template": "rename_file"})
+        calls = stub.calls
+        _, reward, terminated, _, info = judged.step("ls")
+        assert (reward, terminated, "solved" in info) == (0.0, False, False)
+        per_step, calls = stub.calls - calls, stub.calls
+        _, reward, terminated, truncated, info = judged.step("ls")
+        assert (reward, terminated, truncated, info["solved"]) == (1.0, True, True, True)
+        assert stub.calls - calls == per_step + 1  # one more generation: the simulated checker
+        stub.observation = "FAIL"  # the world model says the checker fails; the end action ends it unsolved
+        judged.reset(seed=3, options={"template": "rename_file"})
+        _, reward, terminated, _, info = judged.step("exit")
+        assert (reward, terminated, info["solved"]) == (0.0, True, False)
+        # no verifier: reward 0 even for the solution, as synthetic data needs no verdict
+        unverified.reset(seed=3, options={"template": "rename_file"})
+        assert unverified.step(solution[-1])[1:3] == (0.0, False)
     finally:
         tasks.close()
     with pytest.raises(ValueError, match="agent.rl.sim_success"):
-        sim_success("oracle")
+        make_verifier("oracle")
 
 
 def test_wm2real_replays_simulated_actions_on_the_same_real_task():
@@ -156,8 +176,9 @@ def test_grpo_over_whole_episodes_inside_the_world_model(tiny_dir, tmp_path):
     tasks = RealTaskSource("terminal")
     stub = StubWorldModel("done")
     try:
-        result, used = train_rl(model, tokenizer, lambda: WorldModelEnv("terminal", stub, tasks, max_steps=2),
-                                params.agent, params.distributed, tmp_path / "rl", ReferenceVerifier())
+        result, used = train_rl(model, tokenizer, lambda: WorldModelEnv("terminal", stub, tasks, max_steps=2,
+                                                                        verifier=ReferenceVerifier()),
+                                params.agent, params.distributed, tmp_path / "rl")
     finally:
         tasks.close()
     assert result.global_step == 2
@@ -256,7 +277,8 @@ def test_textworld_agents_learn_from_won_games_and_their_simulated_actions_repla
 
     real = make_env("textworld")
     tasks = RealTaskSource("textworld")
-    sim = WorldModelEnv("textworld", StubWorldModel("You are in a room."), tasks, max_steps=3)
+    sim = WorldModelEnv("textworld", StubWorldModel("You are in a room."), tasks, max_steps=3,
+                        verifier=ReferenceVerifier())
     try:
         sim.reset(seed=7, options=task_options(TW_TEMPLATES, 7))
         task = sim.task
@@ -268,7 +290,7 @@ def test_textworld_agents_learn_from_won_games_and_their_simulated_actions_repla
         model, tokenizer = load_local(tiny_dir)
         lm = LMAgent(model, tokenizer, "textworld", max_new_tokens=6, observation_chars=80)
         [played] = play(lm, [real], [7], max_steps=2, templates=TW_TEMPLATES)
-        [simulated] = play(lm, [sim], [7], max_steps=2, templates=TW_TEMPLATES, judge=ReferenceVerifier())
+        [simulated] = play(lm, [sim], [7], max_steps=2, templates=TW_TEMPLATES)
         assert played.task_id == simulated.task_id == task.task_id and not played.simulated and simulated.simulated
         assert played.success is False and 1 <= played.steps <= 2
     finally:

@@ -1,7 +1,8 @@
 """Every domain and the simulator keep the same environment contract, checked as Gymnasium's
 `check_env` does: made through `gymnasium.make`, reset/seed determinism (Gymnasium's own
 checkers), step return types, observations inside the observation space, termination, and a
-`close` that may be called twice."""
+`close` that may be called twice. Real envs and simulators also step together behind the same
+`gymnasium.vector.VectorEnv` interface (`TextVectorEnv`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gymnasium.utils import env_checker
 
 from agentworld.domains import all_domains, list_envs, make_policy
 from agentworld.envs.base import TextEnv
+from agentworld.envs.vector import TextVectorEnv
 from agentworld.evaluation.backends import TransformersBackend
 from agentworld.simulation.env import WorldModelEnv
 
@@ -106,3 +108,42 @@ def test_the_simulator_keeps_the_environment_contract(tiny_world_model):
     finally:
         env.close()
         env.close()
+
+
+class CountingBackend:
+    """The real backend, counting its batched `generate` calls."""
+
+    def __init__(self, backend: TransformersBackend) -> None:
+        self.backend, self.calls = backend, 0
+
+    def generate(self, examples, temperature=0.0):
+        self.calls += 1
+        return self.backend.generate(examples, temperature=temperature)
+
+
+@pytest.mark.parametrize("kind", ["real", "simulated"])
+def test_real_envs_and_simulators_step_together_behind_one_vector_interface(kind, tiny_world_model):
+    _skip_unless_available("terminal")
+    backend = CountingBackend(tiny_world_model)
+    if kind == "real":
+        envs = [gymnasium.make(all_domains()["terminal"].gym_id) for _ in range(2)]
+    else:
+        envs = [WorldModelEnv("terminal", backend, retries=0) for _ in range(2)]
+    vector = TextVectorEnv(envs)
+    try:
+        observations, infos = vector.reset(seed=7)
+        assert observations in vector.observation_space and infos["_step_info"].all()
+        calls = backend.calls
+        observations, rewards, terminated, truncated, infos = vector.step(["submit", "ls"])
+        assert terminated.tolist() == [True, False] and vector.running.tolist() == [False, True]
+        assert rewards.dtype.kind == "f" and infos["_step_info"].all()
+        held = observations[0]
+        observations, rewards, terminated, _, infos = vector.step(["ls", "pwd"])  # the finished one is held
+        assert observations[0] == held and rewards[0] == 0.0 and terminated[0]
+        assert infos["_step_info"].tolist() == [False, True]
+        if kind == "simulated":  # one batched generation per vector step (the end action needs none)
+            assert backend.calls - calls == 2
+        vector.reset(seed=[9, None], options={"reset_mask": [True, False]})
+        assert vector.running.all() and envs[1].task is not None
+    finally:
+        vector.close()

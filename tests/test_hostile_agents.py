@@ -307,7 +307,7 @@ def test_rl_rollouts_of_a_forging_policy_earn_no_reward_and_honest_successes_are
     params = AgentParams(templates=templates, max_steps=len(FORGERIES) + 1)
     prompts = [[{"role": "user", "content": f"{SEED_PREFIX}{seed}"}] for seed in range(3)]
     rollout = EpisodeRollout(ScriptedAgent([*FORGERIES.values(), "submit"]),
-                             lambda: TerminalEnv(PARAMS), params, judge=None)
+                             lambda: TerminalEnv(PARAMS), params)
     try:
         out = rollout(prompts, SimpleNamespace(model=None))
     finally:

@@ -3,8 +3,9 @@
 Demonstrations are the successful episodes of the validated real data (`data/clean/<domain>.jsonl`,
 cut at the solving step) plus, when asked, fresh scripted episodes on the real environment for
 the agent's task templates. Each becomes one conversation in the agent's chat layout, ending
-with the agent's `submit` after the solving step (the real environment ends the episode by
-itself there, a simulator does not), and the loss falls on the agent's turns only.
+with the agent's `submit` after the solving step (so the agent learns to stop where nothing
+ends the episode for it, as in a simulator without a verifier), and the loss falls on the
+agent's turns only.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from agentworld.agents.episodes import task_options
 from agentworld.agents.policy import agent_messages, done_action
 from agentworld.agents.success import solved
 from agentworld.config import AgentParams, DistributedParams
+from agentworld.data.episodes import BehaviourPolicies
 from agentworld.data.io import read_transitions
 from agentworld.data.schema import group_trajectories
 from agentworld.domains import get_domain, make_env, make_policy
+from agentworld.envs.engine import run_episodes
+from agentworld.envs.vector import TextVectorEnv
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 
 
@@ -63,24 +67,22 @@ def recorded_demos(path: Path, templates: Sequence[str]) -> list[Demo]:
 def scripted_demos(domain: str, episodes: int, first_seed: int, templates: Sequence[str], max_steps: int) -> tuple[list[Demo], int]:
     """Fresh scripted episodes on the real environment; the successful ones, and the real steps spent."""
     env = make_env(domain)
+    vector = TextVectorEnv([env])
     demos, steps = [], 0
     try:
         for k in range(episodes):
             seed = first_seed + k
-            observation, start = env.reset(seed=seed, options=task_options(templates, seed))
-            policy = make_policy(domain, "scripted", env.task)  # type: ignore[attr-defined]
-            rng = random.Random(f"demo:{seed}")
-            observations, actions, history = [observation], [], []
-            for _ in range(max_steps):
-                action = policy.act(observation, history, rng)
-                observation, reward, terminated, truncated, info = env.step(action)
+            [observation], infos = vector.reset(seed=[seed], options={"env_options": [task_options(templates, seed)]})
+            policy = BehaviourPolicies([make_policy(domain, "scripted", env.task)], [observation],  # type: ignore[arg-type]
+                                       [random.Random(f"demo:{seed}")])
+            observations, actions = [observation], []
+            for step in run_episodes(vector, policy, max_steps):
                 steps += 1
-                actions.append(action)
-                observations.append(observation)
-                history.append((action, observation))
-                if solved(reward, info):
-                    demos.append(Demo(f"{domain}-demo-{seed}", start.get("template"), tuple(observations), tuple(actions)))
-                if terminated or truncated or solved(reward, info):
+                actions.append(step.action)
+                observations.append(step.observation)
+                if solved(step.reward, step.info):
+                    demos.append(Demo(f"{domain}-demo-{seed}", infos["step_info"][0].get("template"),
+                                      tuple(observations), tuple(actions)))
                     break
     finally:
         env.close()

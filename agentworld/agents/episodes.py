@@ -1,9 +1,10 @@
 """Play episodes of one agent against any text environments — real ones or WorldModelEnvs.
 
-The loop is the same for both: reset, then act for every running episode in one batched
-`generate`, then step. WorldModelEnvs step together through one batched world-model
-generation (`step_many`); real environments step one by one. A real episode's success is the
-environment's reward; a simulated one's is judged afterwards (agentworld/agents/success.py).
+The loop is the same for both (agentworld/envs/engine.py): reset, then act for every running
+episode in one batched `generate`, then step them together through a `TextVectorEnv` (one
+batched world-model generation for WorldModelEnvs, one step after the other for real envs). Success is read from
+the step the same way for both: a real env's checker or a WorldModelEnv's verifier rewards the
+step that solves the task.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.agents.policy import EpisodeTokens, LMAgent
-from agentworld.agents.success import SimSuccess, invalid_action, solved
+from agentworld.agents.success import invalid_action, solved
 from agentworld.envs.base import TextEnv
-from agentworld.simulation.env import WorldModelEnv, step_many
+from agentworld.envs.engine import run_episodes
+from agentworld.envs.vector import TextVectorEnv
 
 
 @dataclass
@@ -49,52 +51,47 @@ def task_options(templates: Sequence[str], seed: int) -> dict[str, Any] | None:
     return {"template": templates[seed % len(templates)]} if templates else None
 
 
+class AgentPolicy:
+    """The LM agent over the episodes' token streams: one batched `generate` for every running one."""
+
+    def __init__(self, agent: LMAgent, episodes: Sequence[Episode], temperature: float | None) -> None:
+        self.agent, self.episodes, self.temperature = agent, episodes, temperature
+
+    def act(self, active: Sequence[int]) -> list[str]:
+        return self.agent.act([self.episodes[k].tokens for k in active], self.temperature)
+
+    def observe(self, index: int, action: str, observation: str, last: bool) -> None:
+        if not last:
+            self.agent.observe(self.episodes[index].tokens, observation)
+
+
 def play(agent: LMAgent, envs: Sequence[TextEnv], seeds: Sequence[int], *, max_steps: int,
-         templates: Sequence[str] = (), temperature: float | None = None,
-         judge: SimSuccess | None = None) -> list[Episode]:
-    """One episode per env (seeded by `seeds`), all stepping together; returns them finished."""
+         templates: Sequence[str] = (), temperature: float | None = None) -> list[Episode]:
+    """One episode per env (seeded by `seeds`), all stepping together; returns them finished.
+
+    `envs` stay open (the caller owns them); after the episodes each success is re-judged from
+    the final state (`TextEnv.verify`: None where an env cannot re-judge, as a simulator)."""
     if len(envs) != len(seeds):
         raise ValueError(f"{len(envs)} envs but {len(seeds)} seeds")
-    simulated = [isinstance(env, WorldModelEnv) for env in envs]
-    if any(simulated) and not all(simulated):
-        raise ValueError("play: mix of real and simulated envs; play them in separate calls")
+    vector = TextVectorEnv(envs)
+    options = {"env_options": [task_options(templates, seed) for seed in seeds]}
+    observations, infos = vector.reset(seed=list(seeds), options=options)
     episodes: list[Episode] = []
-    for env, seed in zip(envs, seeds):
-        observation, info = env.reset(seed=seed, options=task_options(templates, seed))
-        task = env.task
+    for i, (env, seed) in enumerate(zip(envs, seeds)):
+        info, task = infos["step_info"][i], env.task
         episodes.append(Episode(seed, info.get("task_id") or (task.task_id if task else str(seed)),
                                 info.get("template") or (task.setup.get("template") if task else None),
-                                agent.start(observation), simulated=simulated[0], observations=[observation]))
-    running = list(range(len(envs)))
-    for step in range(max_steps):
-        if not running:
-            break
-        actions = agent.act([episodes[i].tokens for i in running], temperature)
-        if simulated[0]:
-            results = step_many([envs[i] for i in running], actions)  # type: ignore[misc]
-        else:
-            results = [envs[i].step(action) for i, action in zip(running, actions)]
-        still = []
-        for i, action, (observation, reward, terminated, truncated, info) in zip(running, actions, results):
-            episode = episodes[i]
-            episode.actions.append(action)
-            episode.observations.append(observation)
-            if not episode.simulated:
-                episode.success = episode.success or solved(reward, info)
-                episode.invalid_actions += invalid_action(action, info) and not info.get("ended_by_agent", False)
-            if terminated or truncated or step == max_steps - 1:
-                continue
-            agent.observe(episode.tokens, observation)
-            still.append(i)
-        running = still
-    if not simulated[0]:  # reward-hacking check: each real success re-judged from the final state
-        for env, episode in zip(envs, episodes):
-            if episode.success:
-                episode.verified = env.verify()
-    if simulated[0] and judge is not None:
-        verdicts = judge.judge(envs, [e.actions for e in episodes])  # type: ignore[arg-type]
-        for episode, verdict in zip(episodes, verdicts):
-            episode.success = verdict
+                                agent.start(observations[i]), simulated=bool(info.get("simulated")),
+                                observations=[observations[i]]))
+    for step in run_episodes(vector, AgentPolicy(agent, episodes, temperature), max_steps):
+        episode = episodes[step.index]
+        episode.actions.append(step.action)
+        episode.observations.append(step.observation)
+        episode.success = episode.success or solved(step.reward, step.info)
+        episode.invalid_actions += invalid_action(step.action, step.info) and not step.info.get("ended_by_agent", False)
+    for env, episode in zip(envs, episodes):  # reward-hacking check: each success re-judged from the final state
+        if episode.success:
+            episode.verified = env.verify()
     return episodes
 
 

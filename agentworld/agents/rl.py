@@ -6,7 +6,7 @@ it `num_generations` times, and every repetition is one sampled episode of that 
 completion is the episode after the first observation — the agent's actions and the
 environment's answers — with `env_mask` marking the environment's tokens so the loss falls on
 the agent's tokens only. The reward is task success (the real checker, or the simulator's
-judgement). The phase stops at `agent.rl.budget_s` seconds of wall clock (`WallClockBudget`),
+verifier). The phase stops at `agent.rl.budget_s` seconds of wall clock (`WallClockBudget`),
 so a simulator and a real environment can be compared at the same budget.
 """
 
@@ -23,7 +23,6 @@ from trl import GRPOConfig, GRPOTrainer
 
 from agentworld.agents.episodes import play
 from agentworld.agents.policy import LMAgent
-from agentworld.agents.success import SimSuccess
 from agentworld.config import AgentParams, DistributedParams
 from agentworld.envs.base import TextEnv
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
@@ -48,9 +47,8 @@ class WallClockBudget(TrainerCallback):
 class EpisodeRollout:
     """TRL's rollout_func: play one episode per prompt and return its ids, mask and success."""
 
-    def __init__(self, agent: LMAgent, make_env: Callable[[], TextEnv], params: AgentParams,
-                 judge: SimSuccess | None) -> None:
-        self.agent, self.make_env, self.params, self.judge = agent, make_env, params, judge
+    def __init__(self, agent: LMAgent, make_env: Callable[[], TextEnv], params: AgentParams) -> None:
+        self.agent, self.make_env, self.params = agent, make_env, params
         self.pool: list[TextEnv] = []
         self.env_steps = 0
         self.episodes = 0
@@ -63,7 +61,7 @@ class EpisodeRollout:
             self.pool.append(self.make_env())
         self.agent.model = trainer.model
         episodes = play(self.agent, self.pool[:len(seeds)], seeds, max_steps=self.params.max_steps,
-                        templates=self.params.templates, temperature=self.params.rl.temperature, judge=self.judge)
+                        templates=self.params.templates, temperature=self.params.rl.temperature)
         self.env_steps += sum(e.steps for e in episodes)
         self.episodes += len(episodes)
         self.successes += sum(e.success for e in episodes)
@@ -99,8 +97,7 @@ def task_dataset(first_seed: int, tasks: int) -> Dataset:
 
 
 def train_rl(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, make_env: Callable[[], TextEnv],
-             params: AgentParams, dist: DistributedParams, output_dir: Path,
-             judge: SimSuccess | None = None) -> tuple[TrainResult, dict[str, float]]:
+             params: AgentParams, dist: DistributedParams, output_dir: Path) -> tuple[TrainResult, dict[str, float]]:
     """GRPO inside `make_env()`'s environments for `agent.rl.budget_s` seconds; returns the result
     and what the rollouts used (episodes, environment steps, their success rate)."""
     settings = params.rl
@@ -112,7 +109,7 @@ def train_rl(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, make_en
     config = GRPOConfig(**kwargs, num_generations=group, max_completion_length=4096, temperature=settings.temperature,
                         beta=settings.beta, gradient_checkpointing=False)
     rollout = EpisodeRollout(LMAgent(model, tokenizer, params.domain, max_new_tokens=params.max_new_tokens,
-                                     observation_chars=params.observation_chars), make_env, params, judge)
+                                     observation_chars=params.observation_chars), make_env, params)
     if hasattr(model.config, "output_router_logits"):
         model.config.output_router_logits = False
     tasks = task_dataset(params.train_seed + 100_000, max(64, settings.max_steps * settings.tasks_per_step))

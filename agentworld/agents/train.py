@@ -21,7 +21,6 @@ from agentworld.agents.bc import Demo, recorded_demos, scripted_demos, train_bc
 from agentworld.agents.episodes import Episode, play, summarise
 from agentworld.agents.policy import LMAgent
 from agentworld.agents.rl import train_rl
-from agentworld.agents.success import sim_success
 from agentworld.agents.wm2real import wm2real
 from agentworld.config import Params
 from agentworld.domains import make_env
@@ -29,6 +28,7 @@ from agentworld.envs.base import TextEnv
 from agentworld.evaluation.backends import BackendError, RegistryModel, TransformersBackend, local_model_dir
 from agentworld.models.factory import ModelLoadError, load_local
 from agentworld.simulation.env import RealTaskSource, WorldModelEnv
+from agentworld.simulation.verifiers import make_verifier
 from agentworld.tracking.registry import log_and_register
 from agentworld.tracking.runs import configure, lineage_tags
 
@@ -107,20 +107,23 @@ def evaluate_wm2real(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     try:
         return wm2real(agent, make_sim, lambda: make_env(settings.domain, params.sandbox),
                        [settings.eval_seed + k for k in range(settings.eval_episodes)], max_steps=settings.max_steps,
-                       templates=settings.templates, judge=sim_success(settings.rl.sim_success), batch=EVAL_BATCH)
+                       templates=settings.templates, batch=EVAL_BATCH)
     finally:
         close()
 
 
 def environment_factory(params: Params, world_model: WorldModel, rl_env: str) -> tuple[Callable[[], TextEnv], Callable[[], None]]:
-    """What RL steps in: WorldModelEnvs sharing one world-model backend and one task source, or real envs."""
+    """What RL steps in: WorldModelEnvs sharing one world-model backend, one task source and the
+    verifier named by `agent.rl.sim_success`; or real envs."""
     settings = params.agent
     if rl_env == "real":
         return (lambda: make_env(settings.domain, params.sandbox)), (lambda: None)
     backend = TransformersBackend(world_model.path, params.synthesize.max_new_tokens,
                                   settings.rl.num_generations * settings.rl.tasks_per_step, params.model.max_seq_len)
     tasks = RealTaskSource(settings.domain, lambda: make_env(settings.domain, params.sandbox))
-    return (lambda: WorldModelEnv(settings.domain, backend, tasks, max_steps=settings.max_steps)), tasks.close
+    verifier = make_verifier(settings.rl.sim_success)
+    return (lambda: WorldModelEnv(settings.domain, backend, tasks, max_steps=settings.max_steps,
+                                  verifier=verifier)), tasks.close
 
 
 def run_name(params: Params) -> str:
@@ -171,9 +174,8 @@ def train_in_environment(params: Params, root: Path, out_dir: Path, run_id: str,
         rl_real_steps = 0.0
         if settings.rl.env != "none":
             make, close = environment_factory(params, world_model, settings.rl.env)
-            judge = sim_success(settings.rl.sim_success) if settings.rl.env == "sim" else None
             try:
-                result, used = train_rl(model, tokenizer, make, settings, params.distributed, out_dir / "rl", judge)
+                result, used = train_rl(model, tokenizer, make, settings, params.distributed, out_dir / "rl")
             finally:
                 close()
             metrics.update(used, rl_steps=float(result.global_step))

@@ -1,7 +1,7 @@
 """WM2Real (Word2World): do the actions an agent chose inside the world model work for real?
 
-The agent plays held-out tasks inside WorldModelEnvs, where success is judged by the simulator's
-verifier (agentworld/agents/success.py). The same action sequences are then replayed, action by
+The agent plays held-out tasks inside WorldModelEnvs, where success is the simulator's verifier's
+verdict (agentworld/simulation/verifiers.py). The same action sequences are then replayed, action by
 action, in fresh real environments reset with the same seeds (the same tasks), where the real
 checker decides. Reported side by side: the success rate the simulator claimed, the real success
 of the very same actions, and how often the two verdicts agree. A simulator that claims
@@ -15,27 +15,26 @@ from typing import Any
 
 from agentworld.agents.episodes import Episode, play, task_options
 from agentworld.agents.policy import LMAgent
-from agentworld.agents.success import SimSuccess, solved
+from agentworld.agents.success import solved
 from agentworld.envs.base import TextEnv
+from agentworld.envs.engine import ReplayPolicy, run_episodes
+from agentworld.envs.vector import TextVectorEnv
 from agentworld.simulation.env import WorldModelEnv
 
 
 def replay(episode: Episode, env: TextEnv, templates: Sequence[str]) -> bool:
     """The real environment's verdict on a simulated episode's actions (same seed, same task)."""
-    env.reset(seed=episode.seed, options=task_options(templates, episode.seed))
-    success = False
-    for action in episode.actions:
-        _, reward, terminated, truncated, info = env.step(action)
-        success = success or solved(reward, info)
-        if terminated or truncated:
-            break
-    return success
+    vector = TextVectorEnv([env])
+    vector.reset(seed=[episode.seed], options={"env_options": [task_options(templates, episode.seed)]})
+    steps = run_episodes(vector, ReplayPolicy([episode.actions]), max_steps=len(episode.actions))
+    return any([solved(step.reward, step.info) for step in steps])
 
 
 def wm2real(agent: LMAgent, make_sim: Callable[[], WorldModelEnv], make_real: Callable[[], TextEnv],
-            seeds: Sequence[int], *, max_steps: int, templates: Sequence[str], judge: SimSuccess,
+            seeds: Sequence[int], *, max_steps: int, templates: Sequence[str],
             batch: int = 10) -> tuple[dict[str, float], list[dict[str, Any]]]:
-    """Greedy simulated episodes on `seeds`, each replayed for real; rates and one row per episode."""
+    """Greedy simulated episodes on `seeds` (`make_sim`'s envs carry the verifier), each
+    replayed for real; rates and one row per episode."""
     rows: list[dict[str, Any]] = []
     sims = [make_sim() for _ in range(min(batch, len(seeds)))]
     real = make_real()
@@ -43,7 +42,7 @@ def wm2real(agent: LMAgent, make_sim: Callable[[], WorldModelEnv], make_real: Ca
         for start in range(0, len(seeds), len(sims)):
             chunk = seeds[start:start + len(sims)]
             for episode in play(agent, sims[:len(chunk)], chunk, max_steps=max_steps, templates=templates,
-                                temperature=0.0, judge=judge):
+                                temperature=0.0):
                 rows.append({"seed": episode.seed, "task_id": episode.task_id, "template": episode.template,
                              "actions": episode.actions, "sim_success": episode.success,
                              "real_success": replay(episode, real, templates)})

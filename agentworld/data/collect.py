@@ -26,6 +26,7 @@ from agentworld.data.schema import Transition
 from agentworld.domains import make_env
 from agentworld.envs.base import TextEnv
 from agentworld.envs.behaviour import POLICY_NAMES
+from agentworld.envs.vector import TextVectorEnv
 
 SHARD_EPISODES = 8  # episodes per resumable unit of work
 
@@ -156,7 +157,7 @@ class _ShardStore:
 def _play_episode(env: TextEnv, domain: str, params: CollectParams, index: int) -> Iterator[Transition]:
     if env.domain != domain:
         raise ValueError(f"a {env.domain} env cannot collect {domain} episodes")
-    yield from play_episodes([env], [index], base_seed=params.seed, policy_mix=params.policy_mix,
+    yield from play_episodes(TextVectorEnv([env]), [index], base_seed=params.seed, policy_mix=params.policy_mix,
                              max_steps=params.max_steps, trajectory_prefix=domain)
 
 

@@ -1,8 +1,9 @@
-"""The episode engine: behaviour policies play envs in lockstep, one Transition row per step.
+"""Behaviour policies play a TextVectorEnv's episodes through the episode loop
+(agentworld/envs/engine.py), one Transition row per step.
 
-Real collection (one env at a time) and synthesis (a batch of WorldModelEnvs whose steps one
-batched generation answers) both run their episodes here, and `transition` is the one place a
-step becomes a row, so real and synthetic rows carry the same fields.
+Real collection (a vector of one real env) and synthesis (a vector of WorldModelEnvs whose steps
+one batched generation answers) both run their episodes here, and `transition` is the one place
+a step becomes a row, so real and synthetic rows carry the same fields.
 
 Everything is derived from (seed, episode index): the episode seed picks the task and its
 files, a separate stream picks the behaviour policy by the policy_mix shares and drives the
@@ -13,18 +14,16 @@ shards, and yields the same tasks and actions every time.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agentworld.config import PolicyMix
 from agentworld.data.schema import Transition, transition_id, utc_now
 from agentworld.domains import make_policy
-from agentworld.envs.base import Task, TextEnv
-from agentworld.envs.behaviour import POLICY_NAMES
-
-StepResult = tuple[str, float, bool, bool, dict[str, Any]]
-#: Steps several envs at once: (envs, one action each) -> one step result each.
-StepMany = Callable[[Sequence[TextEnv], Sequence[str]], list[StepResult]]
+from agentworld.envs.base import StepResult, Task, TextEnv
+from agentworld.envs.behaviour import POLICY_NAMES, Policy
+from agentworld.envs.engine import run_episodes
+from agentworld.envs.vector import TextVectorEnv
 
 SEED_STRIDE = 1_000_003  # a prime: seeds of different base seeds never collide in practice
 
@@ -47,11 +46,6 @@ def choose_policy(mix: PolicyMix, rng: random.Random) -> str:
     return max(POLICY_NAMES, key=lambda n: getattr(mix, n))  # float round-off at the top end
 
 
-def step_each(envs: Sequence[TextEnv], actions: Sequence[str]) -> list[StepResult]:
-    """Envs that cannot batch: one `step` each."""
-    return [env.step(action) for env, action in zip(envs, actions)]
-
-
 def transition(env: TextEnv, task: Task, trajectory_id: str, turn: int, action: str, result: StepResult, *,
                last: bool, policy: str, seed: int, info: Mapping[str, Any]) -> Transition:
     """One step as a row. `info` is the step's info plus what the caller adds (episode index,
@@ -68,42 +62,45 @@ def transition(env: TextEnv, task: Task, trajectory_id: str, turn: int, action: 
     )
 
 
-def play_episodes(envs: Sequence[TextEnv], indices: Sequence[int], *, base_seed: int, policy_mix: PolicyMix,
-                  max_steps: int, trajectory_prefix: str, step: StepMany = step_each,
-                  extra_info: Mapping[str, Any] | None = None, drop_info: Sequence[str] = ()) -> Iterator[Transition]:
-    """Play episode `indices[k]` on `envs[k]`, all together, yielding each step's row as it completes.
+class BehaviourPolicies:
+    """Each episode's own behaviour policy, acting on its observation and history with its own RNG."""
 
-    `step` answers the active envs' actions at once (`step_each`, or `step_many` for simulated
-    envs sharing one backend); `drop_info` leaves bulky step info out of the rows."""
-    if len(envs) != len(indices):
-        raise ValueError(f"{len(envs)} envs but {len(indices)} episodes")
+    def __init__(self, policies: Sequence[Policy], observations: Sequence[str],
+                 rngs: Sequence[random.Random]) -> None:
+        self.policies, self.observations, self.rngs = list(policies), list(observations), list(rngs)
+        self.histories: list[list[tuple[str, str]]] = [[] for _ in self.policies]
+
+    def act(self, active: Sequence[int]) -> list[str]:
+        return [self.policies[k].act(self.observations[k], self.histories[k], self.rngs[k]) for k in active]
+
+    def observe(self, index: int, action: str, observation: str, last: bool) -> None:
+        self.observations[index] = observation
+        self.histories[index].append((action, observation))
+
+
+def play_episodes(vector: TextVectorEnv, indices: Sequence[int], *, base_seed: int, policy_mix: PolicyMix,
+                  max_steps: int, trajectory_prefix: str, extra_info: Mapping[str, Any] | None = None,
+                  drop_info: Sequence[str] = ()) -> Iterator[Transition]:
+    """Play episode `indices[k]` on sub-env k of `vector`, all together, yielding each step's row
+    as it completes. `drop_info` leaves bulky step info out of the rows."""
+    if vector.num_envs != len(indices):
+        raise ValueError(f"{vector.num_envs} envs but {len(indices)} episodes")
+    envs = vector.envs
     seeds = [episode_seed(base_seed, i) for i in indices]
     rngs = [random.Random(f"policy:{seed}") for seed in seeds]
     names = [choose_policy(policy_mix, rng) for rng in rngs]
-    observations, tasks = [], []
-    for env, seed in zip(envs, seeds):
-        observations.append(env.reset(seed=seed)[0])
+    observations = vector.reset(seed=seeds)[0]
+    tasks = []
+    for env in envs:
         if env.task is None:
             raise TypeError(f"{type(env).__name__} exposes no `task` after reset(); policies need it")
         tasks.append(env.task)
-    policies = [make_policy(env.domain, name, task) for env, name, task in zip(envs, names, tasks)]
+    policy = BehaviourPolicies([make_policy(env.domain, name, task) for env, name, task in zip(envs, names, tasks)],
+                               observations, rngs)
     trajectory_ids = [trajectory_id_for(trajectory_prefix, base_seed, i) for i in indices]
-    histories: list[list[tuple[str, str]]] = [[] for _ in envs]
-    active = list(range(len(envs)))
-    for turn in range(max_steps):
-        if not active:
-            return
-        actions = [policies[k].act(observations[k], histories[k], rngs[k]) for k in active]
-        still = []
-        for k, action, result in zip(active, actions, step([envs[k] for k in active], actions)):
-            _, _, terminated, truncated, step_info = result
-            last = terminated or truncated or turn == max_steps - 1
-            info = {**{key: v for key, v in step_info.items() if key not in drop_info}, **(extra_info or {}),
-                    "episode_index": indices[k]}
-            yield transition(envs[k], tasks[k], trajectory_ids[k], turn, action, result, last=last,
-                             policy=names[k], seed=seeds[k], info=info)
-            observations[k] = result[0]
-            histories[k].append((action, result[0]))
-            if not last:
-                still.append(k)
-        active = still
+    for step in run_episodes(vector, policy, max_steps):
+        k = step.index
+        info = {**{key: v for key, v in step.info.items() if key not in drop_info}, **(extra_info or {}),
+                "episode_index": indices[k]}
+        yield transition(envs[k], tasks[k], trajectory_ids[k], step.turn, step.action, step.result, last=step.last,
+                         policy=names[k], seed=seeds[k], info=info)

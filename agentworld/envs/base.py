@@ -16,6 +16,9 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+#: What `step` returns: observation, reward, terminated, truncated, info.
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+
 TEXT_SPACE_MAX = 1_000_000
 TEXT_CHARSET = frozenset(chr(i) for i in range(32, 127)) | {"\n", "\t"}
 
@@ -62,6 +65,13 @@ class TextEnv(gym.Env[str, str]):
     @abstractmethod
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Apply the agent's action and return what the environment answers."""
+
+    @classmethod
+    def step_batch(cls, envs: Sequence[TextEnv], actions: Sequence[str]) -> list[StepResult]:
+        """Step several envs of this class at once, one action each. Real environments cannot
+        batch, so they step one after the other; the WorldModelEnv answers all of them with one
+        batched generation."""
+        return [env.step(action) for env, action in zip(envs, actions)]
 
     def close(self) -> None:  # noqa: D401 - gym signature
         """Release processes, temp dirs, connections."""

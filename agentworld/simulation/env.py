@@ -7,6 +7,11 @@ domain's own task generator, so simulated and real episodes start alike); every 
 the world model for the next observation given the task, the history and the action, with the
 run's `Control` instructions in the system prompt.
 
+Reward and termination come from an injected `Verifier` (agentworld/simulation/verifiers.py),
+as a real environment's come from its checker: reward 1.0 and `terminated` at the step the
+verifier first says solved (`info["solved"]`). Without one, the reward is 0 and only the
+domain's end action or `max_steps` end an episode.
+
 A generation without the observation marker is retried by sampling (`retries` times at
 `retry_temperature`); if it is still malformed, the episode goes on with a marked error
 observation (`info["wm_error"]`) instead of crashing.
@@ -20,8 +25,9 @@ from typing import Any, Protocol
 
 from agentworld.data.prompts import WorldModelExample, parse_observation, system_prompt
 from agentworld.domains import get_domain
-from agentworld.envs.base import Task, TextEnv
+from agentworld.envs.base import StepResult, Task, TextEnv
 from agentworld.evaluation.backends import Backend
+from agentworld.simulation.verifiers import Verifier
 
 ERROR_OBSERVATION = "[world model error: no well-formed observation after {attempts} attempts]"
 
@@ -96,9 +102,9 @@ class WorldModelEnv(TextEnv):
 
     def __init__(self, domain: str, backend: Backend, tasks: TaskSource | None = None, *,
                  control: Control | None = None, retries: int = 2, retry_temperature: float = 0.8,
-                 max_steps: int | None = None) -> None:
+                 max_steps: int | None = None, verifier: Verifier | None = None) -> None:
         super().__init__()
-        self.domain, self.backend = domain, backend
+        self.domain, self.backend, self.verifier = domain, backend, verifier
         self._owns_tasks = tasks is None
         self.tasks = tasks or RealTaskSource(domain)
         self.control = control or Control()
@@ -119,8 +125,13 @@ class WorldModelEnv(TextEnv):
         return WorldModelExample(id=f"{self.task.task_id if self.task else 'none'}:{len(self.history):03d}",
                                  domain=self.domain, system=self._system, history=list(self.history), action=action)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> StepResult:
         return step_many([self], [action])[0]
+
+    @classmethod
+    def step_batch(cls, envs: Sequence[TextEnv], actions: Sequence[str]) -> list[StepResult]:
+        """All envs' steps from one batched generation (they share one backend)."""
+        return step_many(envs, actions)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Close the task source if this env made it (a shared one is closed by its owner)."""
@@ -158,11 +169,12 @@ class WorldModelEnv(TextEnv):
         return {"simulated": True, "control": self.control.as_record()}
 
 
-def step_many(envs: Sequence[WorldModelEnv], actions: Sequence[str]) -> list[tuple[str, float, bool, bool, dict[str, Any]]]:
+def step_many(envs: Sequence[WorldModelEnv], actions: Sequence[str]) -> list[StepResult]:
     """Step many simulated episodes with one batched generation per attempt.
 
     Each env must share its backend with the others (the batch goes to `envs[0].backend`).
     Malformed generations are retried together, sampled at each env's `retry_temperature`.
+    Then each env's verifier judges the envs it must judge now (batched per verifier).
     """
     if len(envs) != len(actions):
         raise ValueError(f"{len(envs)} envs but {len(actions)} actions")
@@ -181,4 +193,23 @@ def step_many(envs: Sequence[WorldModelEnv], actions: Sequence[str]) -> list[tup
         for i, generation in zip(todo, backend.generate([examples[i] for i in todo], temperature=temperature)):
             generations[i], attempts[i] = generation, attempt + 1
         pending = [i for i in todo if not parse_observation(generations[i] or "")[1]]
-    return [env.record(action, generations[i], attempts[i]) for i, (env, action) in enumerate(zip(envs, actions))]
+    results = [env.record(action, generations[i], attempts[i]) for i, (env, action) in enumerate(zip(envs, actions))]
+    return verify(envs, results)
+
+
+def verify(envs: Sequence[WorldModelEnv], results: list[StepResult]) -> list[StepResult]:
+    """Reward and termination from each env's verifier, as a real env's checker gives them: the
+    verifier is asked after every step (or, if it checks only at the end, when the episode ends);
+    solved means reward 1.0, `terminated` and `info["solved"]`."""
+    asked: dict[int, tuple[Verifier, list[int]]] = {}
+    for i, (env, (_, _, terminated, truncated, _)) in enumerate(zip(envs, results)):
+        if env.verifier is not None and (env.verifier.every_step or terminated or truncated):
+            asked.setdefault(id(env.verifier), (env.verifier, []))[1].append(i)
+    out = list(results)
+    for verifier, indices in asked.values():
+        for i, solved in zip(indices, verifier.verdicts([envs[i] for i in indices])):
+            observation, _, terminated, truncated, info = out[i]
+            if solved:
+                envs[i]._done = True
+            out[i] = (observation, float(solved), terminated or solved, truncated, {**info, "solved": solved})
+    return out

@@ -1,8 +1,8 @@
 """Synthetic trajectories: behaviour policies play WorldModelEnv episodes, many at a time.
 
 Episodes run in lockstep batches of `synthesize.batch`: at each step every unfinished episode's
-policy acts, and one batched generation answers them all (`step_many`), through the same
-episode engine as real collection (`agentworld/data/episodes.py`). Rows have the real
+policy acts, and one batched generation answers them all (a `TextVectorEnv` of WorldModelEnvs),
+through the same episode engine as real collection (`agentworld/data/episodes.py`). Rows have the real
 collection's schema with `source: synthetic`, the simulating model and the controls in `info`,
 so the same validation suites check them.
 """
@@ -17,8 +17,9 @@ from tqdm import tqdm
 from agentworld.config import SynthesizeParams
 from agentworld.data.episodes import play_episodes
 from agentworld.data.schema import Transition
+from agentworld.envs.vector import TextVectorEnv
 from agentworld.evaluation.backends import Backend
-from agentworld.simulation.env import Control, RealTaskSource, WorldModelEnv, step_many
+from agentworld.simulation.env import Control, RealTaskSource, WorldModelEnv
 
 
 def control_of(params: SynthesizeParams) -> Control:
@@ -37,9 +38,9 @@ def synthesize_domain(domain: str, backend: Backend, params: SynthesizeParams, m
         for start in range(0, len(indices), params.batch):
             chunk = indices[start: start + params.batch]
             envs = [WorldModelEnv(domain, backend, tasks, control=control, retries=params.retries) for _ in chunk]
-            yield from play_episodes(envs, chunk, base_seed=params.seed, policy_mix=params.policy_mix,
+            yield from play_episodes(TextVectorEnv(envs), chunk, base_seed=params.seed, policy_mix=params.policy_mix,
                                      max_steps=params.max_steps, trajectory_prefix=f"{domain}-synthetic",
-                                     step=step_many, extra_info={"world_model": model_label},
+                                     extra_info={"world_model": model_label},
                                      drop_info=("generation",))
             bar.update(len(chunk))
     finally:

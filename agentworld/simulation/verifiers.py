@@ -1,0 +1,80 @@
+"""Verifiers: how a WorldModelEnv decides that a simulated episode solved its task.
+
+A real environment rewards 1.0 when its checker passes and ends the episode there. A
+WorldModelEnv has no real state to check, so it is given a verifier and returns reward and
+termination from it the same way (`WorldModelEnv(..., verifier=...)`):
+
+- `ReferenceVerifier` (after every step): solved once the task's reference solution's final,
+  state-changing command appears among the agent's actions (whitespace-normalised). Exact but
+  narrow: another correct command does not count.
+- `WorldModelVerifier` (when the episode ends: the end action or the step limit): the world
+  model simulates the task's checker (`<check> && echo PASS || echo FAIL`, given the whole
+  simulated history) and success is PASS. As good as the world model; a one-generation cost per
+  check, hence only at the end.
+
+Without a verifier a WorldModelEnv rewards 0 and only the end action or the step limit end an
+episode (synthetic data collection needs no verdict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from agentworld.data.prompts import parse_observation
+
+if TYPE_CHECKING:
+    from agentworld.simulation.env import WorldModelEnv
+
+
+def normalise(command: str) -> str:
+    return " ".join(command.split())
+
+
+class Verifier(Protocol):
+    name: str
+    #: Checked after every step (True) or only when the episode ends (False).
+    every_step: bool
+
+    def verdicts(self, envs: Sequence[WorldModelEnv]) -> list[bool]:
+        """Solved or not, for each env's current episode (its task and simulated history)."""
+        ...
+
+
+class ReferenceVerifier:
+    name = "reference"
+    every_step = True
+
+    def verdicts(self, envs: Sequence[WorldModelEnv]) -> list[bool]:
+        out = []
+        for env in envs:
+            solution = env.task.solution if env.task else []
+            out.append(bool(solution) and normalise(solution[-1]) in {normalise(a) for a, _ in env.history})
+        return out
+
+
+class WorldModelVerifier:
+    name = "world_model"
+    every_step = False
+
+    def verdicts(self, envs: Sequence[WorldModelEnv]) -> list[bool]:
+        checks = [env.task.setup.get("check") if env.task else None for env in envs]
+        todo = [i for i, check in enumerate(checks) if check]
+        verdict = [False] * len(envs)
+        if not todo:
+            return verdict
+        examples = [envs[i].example(f"{checks[i]} && echo PASS || echo FAIL") for i in todo]
+        generations = envs[todo[0]].backend.generate(examples, temperature=0.0)
+        for i, generation in zip(todo, generations):
+            observation, _ = parse_observation(generation)
+            verdict[i] = "PASS" in observation and "FAIL" not in observation
+        return verdict
+
+
+def make_verifier(name: str) -> Verifier:
+    """The verifier named by `agent.rl.sim_success`."""
+    if name == "reference":
+        return ReferenceVerifier()
+    if name == "world_model":
+        return WorldModelVerifier()
+    raise ValueError(f"agent.rl.sim_success: {name!r} is not one of reference, world_model")
