@@ -315,7 +315,7 @@ def agent_train(
 
 def _run_agents(work):
     """Run agent work; a missing world model or data is one line naming the setting, exit 2."""
-    from agentworld.evaluation.backends import BackendError
+    from agentworld.models.backends import BackendError
     from agentworld.models.factory import ModelLoadError
 
     try:
@@ -340,7 +340,7 @@ def serve(
     """
     import torch
 
-    from agentworld.evaluation.backends import BackendError, local_model_dir
+    from agentworld.models.backends import BackendError, local_model_dir
     from agentworld.models.factory import ModelLoadError
     from agentworld.simulation.serve import server_env, vllm_server_command
     from agentworld.tracking.runs import configure, project_root

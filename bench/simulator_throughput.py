@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from agentworld.config import ModelParams  # noqa: E402
+from agentworld.data.awbench import read_bench  # noqa: E402
 from agentworld.domains import list_envs, make_env, make_policy  # noqa: E402
 from agentworld.envs.vector import TextVectorEnv  # noqa: E402
-from agentworld.evaluation.awbench import read_bench  # noqa: E402
-from agentworld.evaluation.backends import TransformersBackend  # noqa: E402
+from agentworld.models.backends import TransformersBackend  # noqa: E402
 from agentworld.models.chat import fit_prompt  # noqa: E402
 from agentworld.models.factory import build_model, count_parameters, load_local  # noqa: E402
 from agentworld.simulation.env import RealTaskSource, WorldModelEnv  # noqa: E402

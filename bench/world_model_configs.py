@@ -36,10 +36,10 @@ from transformers import TrainerCallback  # noqa: E402
 from agentworld.config import DistributedParams, ModelParams, SftParams  # noqa: E402
 from agentworld.data.build import load_examples  # noqa: E402
 from agentworld.evaluation.baselines import RetrievalBaseline, copy_previous  # noqa: E402
-from agentworld.evaluation.metrics import exact_match, token_f1  # noqa: E402
-from agentworld.evaluation.predict import predict_observations  # noqa: E402
 from agentworld.experiments.stats import bootstrap_ci  # noqa: E402
 from agentworld.models.factory import build_model, count_parameters, merged, with_lora  # noqa: E402
+from agentworld.models.predict import predict_observations  # noqa: E402
+from agentworld.scoring.metrics import exact_match, token_f1  # noqa: E402
 from agentworld.training.sft import train_sft  # noqa: E402
 
 CONFIGS: dict[str, dict] = {

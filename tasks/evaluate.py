@@ -8,15 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-from mlflow import MlflowClient
-
 from agentworld.config import Params
+from agentworld.data.awbench import read_bench
 from agentworld.data.build import load_examples
-from agentworld.evaluation.awbench import read_bench
 from agentworld.evaluation.run import (
-    evaluate, flat_metrics, open_world_model, sample_records,
+    evaluate,
+    flat_metrics,
+    open_world_model,
+    sample_records,
 )
 from agentworld.tracking.runs import stage_run
+from mlflow import MlflowClient
 from tasks.paths import StagePaths
 from tasks.training import trained_report
 

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-
 from agentworld.config import Params
 from agentworld.data.io import write_jsonl
-from agentworld.evaluation.backends import TransformersBackend
+from agentworld.models.backends import TransformersBackend
 from agentworld.simulation.synthesize import summary, synthesize_domain
 from agentworld.tracking.runs import stage_run
 from agentworld.validation import validate_file

@@ -17,7 +17,7 @@ from agentworld.agents.rl import WallClockBudget, seed_of, task_dataset, train_r
 from agentworld.data.collect import _play_episode
 from agentworld.data.io import write_jsonl
 from agentworld.domains import make_env
-from agentworld.evaluation.backends import TransformersBackend
+from agentworld.models.backends import TransformersBackend
 from agentworld.models.factory import build_model, load_local
 from agentworld.simulation.env import RealTaskSource, WorldModelEnv
 from agentworld.simulation.verifiers import ReferenceVerifier, WorldModelVerifier, make_verifier
@@ -249,7 +249,7 @@ def test_sim_rl_experiment_registers_agents_with_their_world_model(tmp_path, mlf
 
 def test_a_missing_world_model_is_named_by_its_setting(tmp_path, mlflow_store):
     from agentworld.agents.train import resolve_world_model
-    from agentworld.evaluation.backends import BackendError
+    from agentworld.models.backends import BackendError
 
     with pytest.raises(BackendError, match="agent.world_model: .*agentworld-world-model"):
         resolve_world_model("models:/agentworld-world-model@champion", tmp_path)

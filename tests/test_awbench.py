@@ -8,11 +8,15 @@ import json
 import pytest
 
 import tasks.build
+from agentworld.data.awbench import (
+    BenchFormatError,
+    BenchRecord,
+    final_records,
+    read_bench,
+    write_bench,
+)
 from agentworld.data.io import write_jsonl
 from agentworld.data.prompts import parse_observation
-from agentworld.evaluation.awbench import (
-    BenchFormatError, BenchRecord, final_records, read_bench, write_bench,
-)
 from tasks.paths import StagePaths
 from tests.helpers import make_transitions
 
@@ -74,7 +78,7 @@ def test_a_model_answer_in_the_official_tag_is_parsed_like_the_official_scorer()
 
 
 def test_an_exact_answer_scores_exact_match_on_official_records(tmp_path):
-    from agentworld.evaluation.metrics import exact_match
+    from agentworld.scoring.metrics import exact_match
 
     write_official(tmp_path, [official_record(3)])
     record = read_bench(tmp_path)[0]

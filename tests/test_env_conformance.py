@@ -16,7 +16,7 @@ from gymnasium.utils import env_checker
 from agentworld.domains import all_domains, list_envs, make_policy
 from agentworld.envs.base import TextEnv
 from agentworld.envs.vector import TextVectorEnv
-from agentworld.evaluation.backends import TransformersBackend
+from agentworld.models.backends import TransformersBackend
 from agentworld.simulation.env import WorldModelEnv
 
 AVAILABLE = {env.name for env in list_envs() if env.available}

@@ -21,11 +21,11 @@ from typer.testing import CliRunner
 import tasks.build
 import tasks.sft
 from agentworld.cli import app
-from agentworld.data.corpora import build_corpora
 from agentworld.config import load_params
+from agentworld.data.awbench import read_bench
+from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
-from agentworld.evaluation.awbench import read_bench
-from agentworld.evaluation.backends import TransformersBackend
+from agentworld.models.backends import TransformersBackend
 from tasks.paths import StagePaths
 from tests.helpers import make_transitions
 

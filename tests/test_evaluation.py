@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 import tasks.build
@@ -14,13 +13,14 @@ import tasks.evaluate
 import tasks.promote
 import tasks.sft
 from agentworld.cli import app
+from agentworld.data.awbench import read_bench
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.data.prompts import assistant_turn
-from agentworld.evaluation.awbench import read_bench
 from agentworld.evaluation.baselines import copy_previous
 from agentworld.evaluation.infer import infer
 from agentworld.evaluation.promotion import decide
+from mlflow import MlflowClient
 from tasks.paths import StagePaths
 from tests.helpers import make_transitions, send_json
 
@@ -314,7 +314,7 @@ def test_baseline_comparison_counts_wins_per_domain_against_the_best_baseline():
 
 
 def test_the_evaluated_sample_is_balanced_over_domains_and_fixed():
-    from agentworld.evaluation.awbench import BenchRecord
+    from agentworld.data.awbench import BenchRecord
     from agentworld.evaluation.run import sample_records
 
     def records(domain: str, episodes: int) -> list[BenchRecord]:

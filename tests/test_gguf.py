@@ -9,7 +9,7 @@ import torch
 
 from agentworld.config import BuildParams, DistributedParams, ModelParams, SftParams
 from agentworld.data.build import episode_examples
-from agentworld.evaluation.backends import TransformersBackend
+from agentworld.models.backends import TransformersBackend
 from agentworld.models.factory import ModelLoadError, build_model, default_gguf_file, merged, with_lora
 from agentworld.models.tokenizer import IM_END
 from agentworld.training.sft import train_sft

@@ -11,9 +11,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agentworld.data.prompts import assistant_turn
-from agentworld.evaluation.judge import (
-    DIMENSIONS, JudgeInput, JudgeParseError, JudgeScores, LocalJudge, OpenAIJudge, deterministic_facts,
-    judge_messages, parse_judge_response, rank_agreement, shape_problems,
+from agentworld.scoring.judge import (
+    DIMENSIONS,
+    JudgeInput,
+    JudgeParseError,
+    JudgeScores,
+    LocalJudge,
+    OpenAIJudge,
+    deterministic_facts,
+    judge_messages,
+    parse_judge_response,
+    rank_agreement,
+    shape_problems,
 )
 from tests.helpers import send_json
 
@@ -347,7 +356,7 @@ def test_local_judge_ranks_cases_like_a_perfect_oracle():
 def test_score_table_writes_not_applicable_as_null_not_nan():
     """A dimension no record can measure is null in summary.json (strict JSON, what Airflow's
     XCom and MLflow accept), not NaN, and the others are still averaged."""
-    from agentworld.evaluation.awbench import BenchRecord
+    from agentworld.data.awbench import BenchRecord
     from agentworld.evaluation.report import system_scores
 
     record = BenchRecord.from_episode("textworld", "ep-1", "system", ["look"], ["You see a room."], 1)

@@ -19,7 +19,7 @@ from agentworld.config import CollectParams, SandboxParams
 from agentworld.data.collect import collect_parallel
 from agentworld.data.prompts import assistant_turn
 from agentworld.domains import list_envs
-from agentworld.evaluation.judge import JudgeInput, JudgeScores, LocalJudge
+from agentworld.scoring.judge import JudgeInput, JudgeScores, LocalJudge
 
 DOMAINS = ("terminal", "os", "mcp", "search", "swe", "web", "textworld", "scienceworld")
 AVAILABLE = {env.name: env for env in list_envs()}

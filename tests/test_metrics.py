@@ -6,7 +6,7 @@ import pytest
 
 from agentworld.data.prompts import WorldModelExample
 from agentworld.evaluation.baselines import RetrievalBaseline
-from agentworld.evaluation.metrics import exact_match, score, token_f1
+from agentworld.scoring.metrics import exact_match, score, token_f1
 
 
 def test_exact_match_ignores_trailing_whitespace_only():

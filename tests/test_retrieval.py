@@ -8,10 +8,10 @@ import re
 from dataclasses import replace
 
 from agentworld.config import BuildParams
+from agentworld.data.awbench import read_bench
 from agentworld.data.build import build_datasets, load_examples
 from agentworld.data.prompts import parse_observation
 from agentworld.data.retrieval import MEMORY_FILE, MEMORY_HEADER, RetrievalMemory, episode_of
-from agentworld.evaluation.awbench import read_bench
 from agentworld.evaluation.run import retrieval_generate
 from tests.helpers import make_transitions
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 import pytest
 
 from agentworld.data.prompts import WorldModelExample, assistant_turn, system_prompt
-from agentworld.evaluation.judge import JudgeInput, LocalJudge
+from agentworld.scoring.judge import JudgeInput, LocalJudge
 from agentworld.training.rewards import (
-    COMPONENTS, RULE_COMPONENTS, HybridReward, observation_kind, rubric_reward, rule_reward, structural_match,
+    COMPONENTS,
+    RULE_COMPONENTS,
+    HybridReward,
+    observation_kind,
+    rubric_reward,
+    rule_reward,
+    structural_match,
     trl_inputs,
 )
 from tests.test_judge import CASES, MCP_REF, _with

@@ -8,7 +8,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from mlflow import MlflowClient
 
 import tasks.build
 import tasks.sft
@@ -16,8 +15,9 @@ from agentworld.config import CollectParams, PolicyMix
 from agentworld.data.collect import _play_episode
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
-from agentworld.evaluation.backends import OpenAIBackend
+from agentworld.models.backends import OpenAIBackend
 from agentworld.simulation.env import WorldModelEnv
+from mlflow import MlflowClient
 from tasks.paths import StagePaths
 from tests.helpers import make_transitions
 from tests.test_eval_openai_server import free_port, running_server

@@ -8,7 +8,7 @@ from agentworld.config import CollectParams, PolicyMix
 from agentworld.data.collect import _play_episode
 from agentworld.data.prompts import assistant_turn
 from agentworld.domains import make_env
-from agentworld.evaluation.backends import TransformersBackend
+from agentworld.models.backends import TransformersBackend
 from agentworld.models.factory import build_model
 from agentworld.simulation.env import ERROR_OBSERVATION, Control, WorldModelEnv
 

@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-from mlflow import MlflowClient
 
 import tasks.build
 import tasks.cpt
@@ -24,11 +23,12 @@ from agentworld.data.build import load_examples
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.data.retrieval import MEMORY_FILE
-from agentworld.evaluation.backends import resolve_registry_model
+from agentworld.models.backends import resolve_registry_model
 from agentworld.models.factory import ModelLoadError
 from agentworld.training.cpt import mix_documents, trajectory_streams, transition_stream
 from agentworld.training.gates import GateFailed, check_gate, enforce_gate
 from agentworld.training.sft import to_conversations, without_reasoning
+from mlflow import MlflowClient
 from tasks.paths import StagePaths
 from tests.conftest import PROJECT
 from tests.helpers import make_transitions
@@ -127,8 +127,8 @@ def test_sft_held_out_curve_scores_real_predictions_against_training_seconds(wor
 
 
 def test_reasoning_switch_puts_grounded_rationale_before_the_observation(workspace):
-    from agentworld.models.factory import build_model
     from agentworld.config import ModelParams
+    from agentworld.models.factory import build_model
 
     examples = load_examples(workspace.sft_train)
     assert all(e.reasoning for e in examples)  # the build stage adds the adapters' rationale

@@ -25,7 +25,7 @@ from agentworld.agents.wm2real import wm2real
 from agentworld.config import Params
 from agentworld.domains import make_env
 from agentworld.envs.base import TextEnv
-from agentworld.evaluation.backends import BackendError, RegistryModel, TransformersBackend, local_model_dir
+from agentworld.models.backends import BackendError, RegistryModel, TransformersBackend, local_model_dir
 from agentworld.models.factory import ModelLoadError, load_local
 from agentworld.simulation.env import RealTaskSource, WorldModelEnv
 from agentworld.simulation.verifiers import make_verifier

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from agentworld.config import BuildParams, CollectParams, ParamsError
+from agentworld.data.awbench import BenchRecord, write_bench
 from agentworld.data.copying import best_copy
 from agentworld.data.io import read_jsonl, write_jsonl
 from agentworld.data.prompts import WorldModelExample, system_prompt
 from agentworld.data.retrieval import RetrievalMemory, episode_of
 from agentworld.data.schema import Transition, group_trajectories
 from agentworld.envs.rationale import episode_rationales
-from agentworld.evaluation.awbench import BenchRecord, write_bench
 
 
 def is_test_episode(trajectory_id: str, test_fraction: float, seed: int) -> bool:

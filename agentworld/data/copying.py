@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from agentworld.evaluation.metrics import exact_match, token_f1
+from agentworld.scoring.metrics import exact_match, token_f1
 
 COPY_PREVIOUS = "[[copy previous]]"
 #: The observation of the latest earlier turn of the episode whose action is the current one.

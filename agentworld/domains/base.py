@@ -29,7 +29,7 @@ class ShapeRule:
     """One rule on the observations of a domain (optionally only after some action verbs).
 
     The same rule is compiled into the Great Expectations suite that quarantines collected rows
-    (`agentworld.validation.domains`) and checked by the judge (`evaluation.judge.shape_problems`).
+    (`agentworld.validation.domains`) and checked by the judge (`scoring.judge.shape_problems`).
     """
 
     why: str

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from enum import Enum
+from pathlib import Path
 from typing import Any, Optional, get_args
 
 import typer
 
-from agentworld.config import DEFAULT_PARAMS_PATH, EvaluateParams, ParamsError, Params, load_params
+from agentworld.config import DEFAULT_PARAMS_PATH, EvaluateParams, Params, ParamsError, load_params
 
 eval_app = typer.Typer(help="Evaluation: infer -> judge -> score on AgentWorldBench files, compare versions.",
                        no_args_is_help=True)
@@ -64,7 +64,7 @@ def default_out(model: str | None, model_name: str | None) -> Path:
 
 def load_records(data: Path, max_examples: int | None, seed: int) -> tuple[list, list]:
     """The scored sample and every record of the directory (retrieval and rollouts draw on all)."""
-    from agentworld.evaluation.awbench import read_bench
+    from agentworld.data.awbench import read_bench
     from agentworld.evaluation.run import sample_records
 
     everything = read_bench(data)
@@ -86,8 +86,8 @@ def _guard(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from agentworld.evaluation.awbench import BenchFormatError
-        from agentworld.evaluation.backends import BackendError
+        from agentworld.data.awbench import BenchFormatError
+        from agentworld.models.backends import BackendError
         from agentworld.models.factory import ModelLoadError
 
         try:
@@ -100,7 +100,6 @@ def _guard(fn):
 def log_evaluation(summary: dict[str, Any], out: Path, params: Params) -> str:
     """One MLflow run per evaluation: metrics, the report files, and the model it scored."""
     import mlflow
-
     from agentworld.evaluation.run import flat_metrics
     from agentworld.tracking.runs import configure, lineage_tags
 
@@ -180,7 +179,7 @@ def eval_judge(out: Path = typer.Option(..., "--out", help="directory `eval infe
 
     Example: agentworld eval judge --out runs/e3 --judge local
     """
-    from agentworld.evaluation.awbench import read_bench
+    from agentworld.data.awbench import read_bench
     from agentworld.evaluation.run import judge_step
 
     params = load_params(params_path)
@@ -198,7 +197,7 @@ def eval_score(out: Path = typer.Option(..., "--out", help="directory `eval infe
 
     Example: agentworld eval score --out runs/e3
     """
-    from agentworld.evaluation.awbench import read_bench
+    from agentworld.data.awbench import read_bench
     from agentworld.evaluation.run import score_step
 
     params = load_params(params_path)
@@ -210,10 +209,10 @@ def eval_score(out: Path = typer.Option(..., "--out", help="directory `eval infe
 
 def resolve_version(spec: str, name: str) -> tuple[str, str]:
     """`7`, `@champion`, `models:/NAME/7` or `models:/NAME@champion` -> (NAME, version)."""
-    from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    from agentworld.evaluation.backends import BackendError, parse_registry_uri
+    from agentworld.models.backends import BackendError, parse_registry_uri
+    from mlflow import MlflowClient
 
     if spec.isdigit():
         return name, spec

@@ -15,8 +15,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from agentworld.data.awbench import BenchRecord
 from agentworld.data.prompts import WorldModelExample, parse_observation
-from agentworld.evaluation.awbench import BenchRecord
 
 #: Raw assistant turns (think block, marker, observation) for a batch of examples.
 Generate = Callable[[Sequence[WorldModelExample]], list[str]]

@@ -12,9 +12,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from agentworld.evaluation.awbench import BenchRecord
+from agentworld.data.awbench import BenchRecord
 from agentworld.evaluation.infer import append_durably, read_done, rewrite_clean
-from agentworld.evaluation.judge import Judge, JudgeInput, LocalJudge, OpenAIJudge
+from agentworld.scoring.judge import Judge, JudgeInput, LocalJudge, OpenAIJudge
 
 
 def make_judges(kind: str, base_url: str | None = None, model: str | None = None) -> dict[str, Judge]:

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentworld.evaluation.awbench import BenchRecord
-from agentworld.evaluation.judge import DIMENSIONS
-from agentworld.evaluation.metrics import exact_match, token_f1
+from agentworld.data.awbench import BenchRecord
 from agentworld.evaluation.rollout import describe_crossings
 from agentworld.experiments.stats import bootstrap_ci
+from agentworld.scoring.judge import DIMENSIONS
+from agentworld.scoring.metrics import exact_match, token_f1
 
 METRICS: tuple[str, ...] = (*DIMENSIONS, "judge_overall", "exact_match", "token_f1", "format_valid")
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentworld.data.awbench import BenchRecord
 from agentworld.data.prompts import WorldModelExample, parse_observation
-from agentworld.evaluation.awbench import BenchRecord
 from agentworld.evaluation.infer import Generate
-from agentworld.evaluation.metrics import exact_match, token_f1
+from agentworld.scoring.metrics import exact_match, token_f1
 
 
 def rollout(generate: Generate, episodes: Sequence[BenchRecord], horizon: int) -> list[dict[str, Any]]:

@@ -22,19 +22,23 @@ from pathlib import Path
 from typing import Any
 
 from agentworld.config import EvaluateParams, ModelParams
+from agentworld.data.awbench import BenchRecord, final_records, write_bench
 from agentworld.data.io import write_jsonl
 from agentworld.data.prompts import WorldModelExample, assistant_turn
 from agentworld.evaluation import report
-from agentworld.evaluation.awbench import BenchRecord, final_records, write_bench
-from agentworld.evaluation.backends import (
-    BackendError, OpenAIBackend, RegistryModel, TransformersBackend, VLLMBackend, local_model_dir,
-)
 from agentworld.evaluation.baselines import LeaveEpisodeOutRetrieval, RetrievalBaseline, copy_previous, episode_first
 from agentworld.evaluation.infer import Generate, infer
-from agentworld.evaluation.judge import DIMENSIONS, rank_agreement
 from agentworld.evaluation.judging import judge_predictions, make_judges
 from agentworld.evaluation.rollout import crossings, curve, rollout
-
+from agentworld.models.backends import (
+    BackendError,
+    OpenAIBackend,
+    RegistryModel,
+    TransformersBackend,
+    VLLMBackend,
+    local_model_dir,
+)
+from agentworld.scoring.judge import DIMENSIONS, rank_agreement
 
 #: Generation cap of the untrained baseline (see `untrained_generate`).
 UNTRAINED_MAX_NEW_TOKENS = 16

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from agentworld.data.prompts import WorldModelExample, parse_observation, system_prompt
 from agentworld.domains import get_domain
 from agentworld.envs.base import StepResult, Task, TextEnv
-from agentworld.evaluation.backends import Backend
+from agentworld.models.backends import Backend
 from agentworld.simulation.verifiers import Verifier
 
 ERROR_OBSERVATION = "[world model error: no well-formed observation after {attempts} attempts]"

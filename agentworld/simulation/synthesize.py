@@ -18,7 +18,7 @@ from agentworld.config import SynthesizeParams
 from agentworld.data.episodes import play_episodes
 from agentworld.data.schema import Transition
 from agentworld.envs.vector import TextVectorEnv
-from agentworld.evaluation.backends import Backend
+from agentworld.models.backends import Backend
 from agentworld.simulation.env import Control, RealTaskSource, WorldModelEnv
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
 from agentworld.data.prompts import WorldModelExample, parse_observation
-from agentworld.evaluation.metrics import exact_match, token_f1
+from agentworld.scoring.metrics import exact_match, token_f1
 
 CURVE_COLUMNS = ["step", "train_s", "token_f1", "exact_match"]
 
@@ -69,7 +69,7 @@ class HeldOutCurve(TrainerCallback):
             self.measure(model, state.global_step)
 
     def measure(self, model, step: int) -> CurvePoint | None:
-        from agentworld.evaluation.predict import generate_turns
+        from agentworld.models.predict import generate_turns
 
         if model is None or not self.examples:
             return None

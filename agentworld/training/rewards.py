@@ -31,11 +31,18 @@ from typing import Any
 
 from agentworld.data.copying import expand_copies
 from agentworld.data.prompts import parse_observation
-from agentworld.evaluation.judge import (
-    ERROR_PHRASES, Judge, JudgeInput, JudgeScores, json_leaves, fact_match, layout_problems,
-    parse_json, shape_problems,
+from agentworld.scoring.judge import (
+    ERROR_PHRASES,
+    Judge,
+    JudgeInput,
+    JudgeScores,
+    fact_match,
+    json_leaves,
+    layout_problems,
+    parse_json,
+    shape_problems,
 )
-from agentworld.evaluation.metrics import exact_match, normalise, token_f1
+from agentworld.scoring.metrics import exact_match, normalise, token_f1
 
 RULE_COMPONENTS: tuple[str, ...] = ("exact_match", "structure", "format", "facts")
 COMPONENTS: tuple[str, ...] = RULE_COMPONENTS + ("rubric",)

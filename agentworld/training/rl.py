@@ -24,9 +24,9 @@ from trl import GRPOConfig, GRPOTrainer
 
 from agentworld.config import DistributedParams, ModelParams, RlParams
 from agentworld.data.prompts import WorldModelExample
-from agentworld.evaluation.judge import Judge, JudgeInput, LocalJudge, OpenAIJudge
-from agentworld.evaluation.predict import generate_turns
 from agentworld.models.chat import fit_prompt
+from agentworld.models.predict import generate_turns
+from agentworld.scoring.judge import Judge, JudgeInput, LocalJudge, OpenAIJudge
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 from agentworld.training.curve import held_out_sample, held_out_scores
 from agentworld.training.rewards import COMPONENTS, HybridReward

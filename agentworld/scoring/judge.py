@@ -38,7 +38,7 @@ from typing import Any
 
 from agentworld.data.prompts import OBSERVATION_MARKER, parse_observation
 from agentworld.domains import Domain, find_domain
-from agentworld.evaluation.metrics import normalise, token_f1
+from agentworld.scoring.metrics import normalise, token_f1
 from agentworld.validation.domains import action_verb
 
 DIMENSIONS: tuple[str, ...] = ("format", "factuality", "consistency", "realism", "quality")

@@ -64,10 +64,11 @@ def parse_registry_uri(uri: str) -> tuple[str, str]:
 
 def resolve_registry_model(uri: str, cache_root: Path) -> RegistryModel:
     """Download (once) a registered transformers-flavour model as a checkpoint directory."""
-    import mlflow
     import mlflow.transformers
-    from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
+
+    import mlflow
+    from mlflow import MlflowClient
 
     name, ref = parse_registry_uri(uri)
     client = MlflowClient()
@@ -91,8 +92,9 @@ def resolve_registry_model(uri: str, cache_root: Path) -> RegistryModel:
 def fetch_memory(run_id: str | None, target: Path) -> None:
     """Put the retrieval memory logged by the version's training run (if it has one) next to
     the downloaded checkpoint, so the model sees the memory it was trained with."""
-    import mlflow
     from mlflow.exceptions import MlflowException
+
+    import mlflow
 
     if not run_id:
         return
@@ -126,7 +128,7 @@ class TransformersBackend:
         self.max_seq_len = max_seq_len or int(getattr(self.model.config, "max_position_embeddings", 2048))
 
     def generate(self, examples: Sequence[WorldModelExample], temperature: float = 0.0) -> list[str]:
-        from agentworld.evaluation.predict import generate_turns
+        from agentworld.models.predict import generate_turns
 
         return generate_turns(self.model, self.tokenizer, with_memory(self.memory, examples), self.max_new_tokens,
                               self.batch_size, self.max_seq_len, progress=False, temperature=temperature)
