@@ -1,4 +1,5 @@
-"""The offline CPT corpora: each source built for real from this machine, written and read back."""
+"""The offline CPT corpora: each source built for real from this machine, written and read back;
+the sources are the ones the domains declare."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ import pytest
 
 from agentworld.data import corpora
 from agentworld.data.corpora import Document, build_corpora, load_corpora, prepare_documents
+from agentworld.domains import all_domains
+from agentworld.domains.mcp import cpt_corpus as mcp_corpus
+from agentworld.domains.scienceworld.cpt_corpus import scienceworld_rules
+from agentworld.domains.terminal import cpt_corpus as man_corpus
+from agentworld.domains.textworld.cpt_corpus import textworld_rules
 
 
 def _by_id(docs: list[Document]) -> dict[str, Document]:
@@ -24,19 +30,26 @@ def _by_id(docs: list[Document]) -> dict[str, Document]:
 
 def _textworld_and_task_list() -> list[Document]:
     """game_rules without the ScienceWorld simulator (no JVM: fast)."""
-    return corpora.textworld_rules() + corpora.scienceworld_rules(with_simulator=False)
+    return textworld_rules() + scienceworld_rules(with_simulator=False)
 
 
 @pytest.fixture()
 def quick_sources(monkeypatch):
     """Real sources, cut down where the full one takes long: a few commands, no JVM."""
     monkeypatch.setitem(corpora.SOURCES, "manpages",
-                        partial(corpora.manpages, commands=("grep", "sort", "no-such-command-xyz"),
+                        partial(man_corpus.manpages, commands=("grep", "sort", "no-such-command-xyz"),
                                 builtins=("cd", "export", "no_such_builtin")))
     monkeypatch.setitem(corpora.SOURCES, "game_rules", _textworld_and_task_list)
 
 
 # ----------------------------------------------------------------------------- sources
+def test_sources_are_the_ones_the_domains_declare() -> None:
+    declared = {name: sorted(d.name for d in all_domains().values() if name in d.corpus_sources)
+                for name in corpora.SOURCES}
+    assert declared == {"manpages": ["terminal"], "python_docs": ["search"], "mcp_schemas": ["mcp"],
+                        "game_rules": ["scienceworld", "textworld"]}
+
+
 def test_manpages_document_grep_options_and_builtins(tmp_path: Path, quick_sources) -> None:
     counts = build_corpora(tmp_path, ["manpages"])
     loaded = load_corpora(tmp_path, ["manpages"])
@@ -54,8 +67,8 @@ def test_manpages_document_grep_options_and_builtins(tmp_path: Path, quick_sourc
 
 
 def test_manpages_fall_back_to_help_output_without_man_pages(monkeypatch) -> None:
-    monkeypatch.setattr(corpora, "_man_page", lambda cmd: None)  # as on a bare machine: /usr/share/man empty
-    docs = _by_id(corpora.manpages(commands=("grep", "no-such-command-xyz"), builtins=()))
+    monkeypatch.setattr(man_corpus, "_man_page", lambda cmd: None)  # as on a bare machine: /usr/share/man empty
+    docs = _by_id(man_corpus.manpages(commands=("grep", "no-such-command-xyz"), builtins=()))
     assert list(docs) == ["help:grep"]
     assert "--ignore-case" in docs["help:grep"].text
 
@@ -87,7 +100,7 @@ def test_mcp_schemas_list_every_apps_tools_with_json_schemas(tmp_path: Path) -> 
         tool = real_tool[app]
         assert f"- {tool}(" in docs[f"mcp:{app}:tools"].text
         text = docs[f"mcp:{app}:tool:{tool}"].text
-        schema = json.loads(text.split(corpora.SCHEMA_MARKER + "\n", 1)[1])
+        schema = json.loads(text.split(mcp_corpus.SCHEMA_MARKER + "\n", 1)[1])
         assert schema["type"] == "object" and schema["properties"] and schema["required"]
         examples = [d for i, d in docs.items() if i.startswith(f"mcp:{app}:example:") and not i.endswith("errors")]
         assert examples and all('"isError":false' in d.text for d in examples)
@@ -128,7 +141,7 @@ def test_round_trip_split_and_byte_identical_rerun(tmp_path: Path, quick_sources
     sources = ["mcp_schemas", "game_rules"]
     counts = build_corpora(tmp_path / "a", sources, max_chars_per_doc=800)
     loaded = load_corpora(tmp_path / "a", sources)
-    expected = (prepare_documents(corpora.mcp_schemas(), 800) + prepare_documents(_textworld_and_task_list(), 800))
+    expected = (prepare_documents(mcp_corpus.mcp_schemas(), 800) + prepare_documents(_textworld_and_task_list(), 800))
     assert loaded == expected
     assert [counts[s]["documents"] for s in sources] == [sum(d.source == s for d in loaded) for s in sources]
     assert counts["game_rules"]["chars"] == sum(len(d.text) for d in loaded if d.source == "game_rules")

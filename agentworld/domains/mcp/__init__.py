@@ -46,4 +46,5 @@ DOMAIN = Domain(
         "fields are runtime metadata; records created or changed by earlier calls must be reflected."
     ),
     end_actions=END_ACTIONS,
+    corpus_sources={"mcp_schemas": lazy("agentworld.domains.mcp.cpt_corpus", "mcp_schemas")},
 )

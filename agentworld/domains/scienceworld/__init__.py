@@ -30,4 +30,5 @@ DOMAIN = Domain(
         "Object states, locations, the inventory and action effects must match; descriptive prose "
         "need only be plausible."
     ),
+    corpus_sources={"game_rules": lazy("agentworld.domains.scienceworld.cpt_corpus", "scienceworld_rules")},
 )

@@ -50,4 +50,5 @@ DOMAIN = Domain(
         "The result count, the order and ids of the ranked documents and the page numbers must match;"
         " snippet and page prose is pre-existing content and need only be plausible."
     ),
+    corpus_sources={"python_docs": lazy("agentworld.domains.search.cpt_corpus", "python_docs")},
 )

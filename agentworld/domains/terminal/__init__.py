@@ -38,4 +38,5 @@ DOMAIN = Domain(
         " one shell command per turn. Reply submit when the task is done."
     ),
     done_action="submit",
+    corpus_sources={"manpages": lazy("agentworld.domains.terminal.cpt_corpus", "manpages")},  # os's commands too
 )

@@ -41,4 +41,5 @@ DOMAIN = Domain(
         "game command per turn (go north, take ..., open ...). Reply submit when the game is won."
     ),
     done_action="submit",
+    corpus_sources={"game_rules": lazy("agentworld.domains.textworld.cpt_corpus", "textworld_rules")},
 )
