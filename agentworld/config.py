@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentworld.domains import all_domains, domain_names
+from agentworld.domains import all_domains, domain_names, get_domain
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 #: The domains: one folder each under agentworld/domains/. Android is listed so that asking for
@@ -346,13 +346,6 @@ class SynthesizeParams(_Section):
         return self
 
 
-#: Terminal task templates whose instruction names everything the solution needs (short, verifiable).
-AGENT_TEMPLATES = ["rename_file", "count_lines", "word_count", "grep_count", "reverse_lines", "sort_unique",
-                   "gzip_file", "chmod_private", "export_variable", "sum_range"]
-#: TextWorld game types an agent can win in a few moves (a task's "template" is its game type).
-AGENT_TEXTWORLD_TEMPLATES = ["tw-coin_collector", "tw-treasure_hunter"]
-
-
 class AgentBcParams(TrainParams):
     """Behaviour cloning on successful real trajectories (loss on the agent's actions only)."""
 
@@ -377,9 +370,10 @@ class AgentParams(_Section):
     """Agents trained in the simulator (agentworld/agents): BC -> GRPO in WorldModelEnv -> real evaluation."""
 
     domain: AgentDomainName = "terminal"
-    #: Task templates the agent trains and is evaluated on (empty: all of the domain's); in
-    #: TextWorld the game types, e.g. [tw-coin_collector, tw-treasure_hunter].
-    templates: list[str] = Field(default_factory=lambda: list(AGENT_TEMPLATES))
+    #: Task templates the agent trains and is evaluated on (empty: all of the domain's; left out:
+    #: the domain's declared agent templates); in TextWorld the game types, e.g.
+    #: [tw-coin_collector, tw-treasure_hunter].
+    templates: list[str] = Field(default_factory=lambda: list(get_domain("terminal").agent_templates))
     #: The world model the agent trains in (registry URI or checkpoint directory).
     world_model: str = Field("models:/agentworld-world-model@champion", min_length=1)
     registered_model: str = Field("agentworld-agent", min_length=1)
@@ -404,12 +398,12 @@ class AgentParams(_Section):
 
     @model_validator(mode="after")
     def _templates_of_domain(self) -> "AgentParams":
-        game_types = [t for t in self.templates if t.startswith("tw-")]
-        wrong = [t for t in self.templates if t not in game_types] if self.domain == "textworld" else game_types
+        declared = get_domain(self.domain)
+        known = set(declared.task_templates()) if declared.task_templates else set(self.templates)
+        wrong = [t for t in self.templates if t not in known]
         if wrong:
-            hint = (f"TextWorld game types such as {', '.join(AGENT_TEXTWORLD_TEMPLATES)}" if self.domain == "textworld"
-                    else "terminal task templates (agentworld envs list)")
-            raise ValueError(f"agent.templates {wrong} do not belong to agent.domain {self.domain}: give {hint}")
+            raise ValueError(f"agent.templates {wrong} do not belong to agent.domain {self.domain}: give "
+                             f"{self.domain} templates such as {', '.join(declared.agent_templates or sorted(known))}")
         return self
 
 

@@ -308,3 +308,6 @@ def test_agent_templates_must_belong_to_the_agent_domain():
         AgentParams(domain="textworld")
     with pytest.raises(ValidationError, match="tw-coin_collector.* do not belong to agent.domain terminal"):
         AgentParams(domain="terminal", templates=["tw-coin_collector"])
+    # the domain declares its templates: a misspelt one is refused with the declared defaults as the hint
+    with pytest.raises(ValidationError, match=r"\['rename_fil'\] do not belong .*such as rename_file, count_lines"):
+        AgentParams(domain="terminal", templates=["rename_fil"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -92,6 +92,10 @@ class Domain:
     #: The agent's system prompt and its done action, for domains agents are trained on.
     agent_prompt: str | None = None
     done_action: str | None = None
+    #: Every task template (TextWorld: game type) an agent may be given, and the default ones
+    #: (`agent.templates`): short tasks the real environment checks.
+    task_templates: Callable[[], Sequence[str]] | None = None
+    agent_templates: tuple[str, ...] = ()
     #: CPT corpus sources this domain contributes: source name -> builder of its documents.
     corpus_sources: Mapping[str, Callable[[], list[Any]]] = field(default_factory=dict)
 

@@ -39,4 +39,8 @@ DOMAIN = Domain(
     ),
     done_action="submit",
     corpus_sources={"manpages": lazy("agentworld.domains.terminal.cpt_corpus", "manpages")},  # os's commands too
+    task_templates=lazy("agentworld.domains.terminal.tasks", "template_names"),
+    # Templates whose instruction names everything the solution needs (short, verifiable).
+    agent_templates=("rename_file", "count_lines", "word_count", "grep_count", "reverse_lines", "sort_unique",
+                     "gzip_file", "chmod_private", "export_variable", "sum_range"),
 )

@@ -86,6 +86,11 @@ def template(name: str, category: str, requires: tuple[str, ...] = ()) -> Callab
     return register
 
 
+def template_names() -> list[str]:
+    """Every template name, whether or not its tools exist on this machine."""
+    return sorted(TEMPLATES)
+
+
 def available_templates() -> list[str]:
     """Template names whose tools exist here, in a fixed order (seeds map the same way)."""
     return sorted(name for name, tpl in TEMPLATES.items() if tpl.available())

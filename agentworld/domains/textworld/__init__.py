@@ -10,6 +10,8 @@ from agentworld.domains.textworld.rationale import describe_textworld
 
 #: Actions that end an episode (the agents’ done action).
 END_ACTIONS = frozenset({"submit"})
+#: The game types `tw-make` generates here (a task's "template" is its game type).
+GAME_TYPES: tuple[str, ...] = ("tw-simple", "tw-coin_collector", "tw-treasure_hunter", "tw-cooking")
 WORLD_MODEL_PROMPT = (
     "You are a world model of a TextWorld text adventure: rooms, doors, containers and objects the "
     "player can take, open, cook and eat. Given the player's command, answer with exactly what the "
@@ -42,4 +44,6 @@ DOMAIN = Domain(
     ),
     done_action="submit",
     corpus_sources={"game_rules": lazy("agentworld.domains.textworld.cpt_corpus", "textworld_rules")},
+    task_templates=lambda: GAME_TYPES,
+    agent_templates=("tw-coin_collector", "tw-treasure_hunter"),  # games an agent can win in a few moves
 )

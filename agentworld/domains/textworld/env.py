@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentworld.domains.textworld import GAME_TYPES
 from agentworld.envs.base import Task, TextEnv
 from agentworld.envs.behaviour import Policy, behaviour_policy
 
 DOMAIN = "textworld"
-GAME_TYPES: tuple[str, ...] = ("tw-simple", "tw-coin_collector", "tw-treasure_hunter", "tw-cooking")
 INSTALL_HINT = "pip install textworld==1.7.0 (it provides the `tw-make` command)"
 CACHE_ENV_VAR = "AGENTWORLD_TEXTWORLD_CACHE"
 GENERATE_TIMEOUT_S = 300.0
