@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+from mlflow import MlflowClient
+
 from agentworld.config import Params
 from agentworld.data.awbench import read_bench
 from agentworld.data.build import load_examples
@@ -18,7 +20,6 @@ from agentworld.evaluation.run import (
     sample_records,
 )
 from agentworld.tracking.runs import stage_run
-from mlflow import MlflowClient
 from tasks.paths import StagePaths
 from tasks.training import trained_report
 

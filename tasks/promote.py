@@ -7,16 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import mlflow
+from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-import mlflow
 from agentworld.config import Params
 from agentworld.data.awbench import read_bench
 from agentworld.data.build import load_examples
 from agentworld.evaluation import promotion
 from agentworld.evaluation.run import evaluate, open_world_model, records_md5, sample_records
 from agentworld.tracking.runs import stage_run
-from mlflow import MlflowClient
 from tasks.paths import StagePaths
 
 

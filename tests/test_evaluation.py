@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 import tasks.build
@@ -20,7 +21,6 @@ from agentworld.data.prompts import assistant_turn
 from agentworld.evaluation.baselines import copy_previous
 from agentworld.evaluation.infer import infer
 from agentworld.evaluation.promotion import decide
-from mlflow import MlflowClient
 from tasks.paths import StagePaths
 from tests.helpers import make_transitions, send_json
 

@@ -8,6 +8,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from mlflow import MlflowClient
 
 import tasks.build
 import tasks.sft
@@ -17,7 +18,6 @@ from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.models.backends import OpenAIBackend
 from agentworld.simulation.env import WorldModelEnv
-from mlflow import MlflowClient
 from tasks.paths import StagePaths
 from tests.helpers import make_transitions
 from tests.test_eval_openai_server import free_port, running_server

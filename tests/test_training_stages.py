@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from mlflow import MlflowClient
 
 import tasks.build
 import tasks.cpt
@@ -28,7 +29,6 @@ from agentworld.models.factory import ModelLoadError
 from agentworld.training.cpt import mix_documents, trajectory_streams, transition_stream
 from agentworld.training.gates import GateFailed, check_gate, enforce_gate
 from agentworld.training.sft import to_conversations, without_reasoning
-from mlflow import MlflowClient
 from tasks.paths import StagePaths
 from tests.conftest import PROJECT
 from tests.helpers import make_transitions

@@ -8,7 +8,6 @@ tasks and actions every time; shards make the collection resumable.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import multiprocessing.util
 import shutil
@@ -21,7 +20,7 @@ from tqdm import tqdm
 
 from agentworld.config import CollectParams, PolicyMix, SandboxParams
 from agentworld.data.episodes import play_episodes
-from agentworld.data.io import read_transitions, write_jsonl
+from agentworld.data.io import claim_directory, read_transitions, write_jsonl
 from agentworld.data.schema import Transition
 from agentworld.domains import make_env
 from agentworld.envs.base import TextEnv
@@ -135,11 +134,7 @@ class _ShardStore:
 
     def __init__(self, directory: Path, fingerprint: dict[str, Any]) -> None:
         self.directory, self.fingerprint = directory, fingerprint
-        meta = directory / "fingerprint.json"
-        if meta.exists() and json.loads(meta.read_text()) != fingerprint:
-            shutil.rmtree(directory)  # other settings: these parts are other episodes
-        directory.mkdir(parents=True, exist_ok=True)
-        meta.write_text(json.dumps(fingerprint, sort_keys=True))
+        claim_directory(directory, fingerprint)  # other settings: the shards there are other episodes
 
     def path(self, k: int) -> Path:
         return self.directory / f"shard-{k:05d}.jsonl"

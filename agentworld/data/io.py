@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,3 +38,19 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 
 def read_transitions(path: str | Path) -> list[Transition]:
     return [Transition.model_validate(rec) for rec in read_jsonl(path)]
+
+
+def claim_directory(directory: Path, fingerprint: dict[str, Any], *, discard: bool = False) -> bool:
+    """Keep an interrupted run's files in `directory` only if they were made with the same
+    `fingerprint` (whatever decides their content: data, model, settings), so the run resumes;
+    otherwise, or with `discard`, start the directory afresh. Stamps it either way
+    (`fingerprint.json`) and returns whether the old files were kept. Collection shards,
+    training checkpoints and evaluation predictions all resume this way."""
+    stamp = directory / "fingerprint.json"
+    text = json.dumps(fingerprint, sort_keys=True, default=str)
+    kept = directory.exists() and not discard and stamp.exists() and stamp.read_text() == text
+    if directory.exists() and not kept:
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(text)
+    return kept

@@ -100,6 +100,7 @@ def _guard(fn):
 def log_evaluation(summary: dict[str, Any], out: Path, params: Params) -> str:
     """One MLflow run per evaluation: metrics, the report files, and the model it scored."""
     import mlflow
+
     from agentworld.evaluation.run import flat_metrics
     from agentworld.tracking.runs import configure, lineage_tags
 
@@ -209,10 +210,10 @@ def eval_score(out: Path = typer.Option(..., "--out", help="directory `eval infe
 
 def resolve_version(spec: str, name: str) -> tuple[str, str]:
     """`7`, `@champion`, `models:/NAME/7` or `models:/NAME@champion` -> (NAME, version)."""
+    from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     from agentworld.models.backends import BackendError, parse_registry_uri
-    from mlflow import MlflowClient
 
     if spec.isdigit():
         return name, spec

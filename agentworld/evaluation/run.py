@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 from agentworld.config import EvaluateParams, ModelParams
 from agentworld.data.awbench import BenchRecord, final_records, write_bench
-from agentworld.data.io import write_jsonl
+from agentworld.data.io import claim_directory, write_jsonl
 from agentworld.data.prompts import WorldModelExample, assistant_turn
 from agentworld.evaluation import report
 from agentworld.evaluation.baselines import LeaveEpisodeOutRetrieval, RetrievalBaseline, copy_previous, episode_first
@@ -89,12 +88,7 @@ def checkpoint_stamp(path: Path) -> str:
 def prepare_out_dir(out_dir: Path, fingerprint: dict[str, Any]) -> None:
     """Keep an interrupted evaluation's files only if they belong to the same model, data and
     settings (then inference resumes); otherwise start the directory afresh."""
-    stamp = out_dir / "fingerprint.json"
-    wanted = json.dumps(fingerprint, sort_keys=True, default=str)
-    if out_dir.exists() and (not stamp.exists() or stamp.read_text() != wanted):
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(wanted)
+    claim_directory(out_dir, fingerprint)
 
 
 def domain_quotas(sizes: dict[str, int], limit: int) -> dict[str, int]:

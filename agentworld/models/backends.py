@@ -64,11 +64,10 @@ def parse_registry_uri(uri: str) -> tuple[str, str]:
 
 def resolve_registry_model(uri: str, cache_root: Path) -> RegistryModel:
     """Download (once) a registered transformers-flavour model as a checkpoint directory."""
-    import mlflow.transformers
-    from mlflow.exceptions import MlflowException
-
     import mlflow
+    import mlflow.transformers
     from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
 
     name, ref = parse_registry_uri(uri)
     client = MlflowClient()
@@ -92,9 +91,8 @@ def resolve_registry_model(uri: str, cache_root: Path) -> RegistryModel:
 def fetch_memory(run_id: str | None, target: Path) -> None:
     """Put the retrieval memory logged by the version's training run (if it has one) next to
     the downloaded checkpoint, so the model sees the memory it was trained with."""
-    from mlflow.exceptions import MlflowException
-
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     if not run_id:
         return

@@ -8,9 +8,7 @@ from params.yaml) lives in one place.
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import torch
 from transformers.trainer_utils import get_last_checkpoint
 
 from agentworld.config import DistributedParams, TrainParams
+from agentworld.data.io import claim_directory
 from agentworld.training.distributed import deepspeed_config, trainer_overrides, write_deepspeed_config
 
 log = logging.getLogger(__name__)
@@ -98,15 +97,11 @@ def prepare_checkpoints(checkpoints: Path, fingerprint: dict[str, Any], max_step
     A checkpoint at `max_steps` is a finished run whose outputs DVC has since removed: the
     Trainer would take one more step from it, so the stage starts fresh (same seed, same model).
     """
-    marker = checkpoints / "fingerprint.json"
-    text = json.dumps(fingerprint, sort_keys=True, default=str)
     last = get_last_checkpoint(str(checkpoints)) if checkpoints.exists() else None
     finished = last is not None and int(Path(last).name.rsplit("-", 1)[1]) >= max_steps
-    if checkpoints.exists() and (not marker.exists() or marker.read_text() != text or finished):
+    existed = checkpoints.exists()
+    if not claim_directory(checkpoints, fingerprint, discard=finished) and existed:
         log.info("checkpoints in %s belong to other data or settings, or to a finished run; starting fresh", checkpoints)
-        shutil.rmtree(checkpoints)
-    checkpoints.mkdir(parents=True, exist_ok=True)
-    marker.write_text(text)
     return get_last_checkpoint(str(checkpoints))
 
 
