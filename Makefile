@@ -28,6 +28,7 @@ export PYTHONPATH := $(CURDIR)
 
 help:
 	@echo "make demo    - set up, then run the demo pipeline (collect -> validate -> build -> cpt -> sft -> rl -> evaluate)"
+	@echo "               PROFILE=research-cpu runs a profile of profiles/ instead"
 	@echo "make test    - set up, then run the test suite"
 	@echo "make mlflow  - MLflow UI on http://127.0.0.1:$(MLFLOW_PORT)"
 	@echo "make airflow - Airflow (UI, scheduler, DAG processor, triggerer) on http://127.0.0.1:$(AIRFLOW__API__PORT)"
@@ -70,7 +71,9 @@ $(STAMPS)/stores: $(STAMPS)/venv
 	airflow db migrate >/dev/null
 	@touch $@
 
+# `make demo PROFILE=research-cpu` first writes params.yaml from that profile (profiles/).
 demo: setup
+	@if [ -n "$(PROFILE)" ]; then agentworld profile "$(PROFILE)"; fi
 	@start=$$(date +%s); agentworld pipeline; echo "demo took $$(( $$(date +%s) - start )) s"
 
 test: setup

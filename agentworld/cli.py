@@ -178,7 +178,7 @@ def pipeline(
 ) -> None:
     """Run the DVC pipeline under one MLflow parent run, then print the demo summary.
 
-    Example: cp profiles/research-cpu.yaml params.yaml && agentworld pipeline
+    Example: agentworld profile research-cpu && agentworld pipeline
     """
     from agentworld.data.build import check_split
     from agentworld.summary import log_summary, render_summary
@@ -195,6 +195,26 @@ def pipeline(
             raise typer.Exit(1)
     summary = log_summary(Path("."), parent, params.collect.domains)
     typer.echo(render_summary(summary))
+
+
+@app.command()
+def profile(
+    name: str = typer.Argument(..., help="a profile in profiles/ (smoke, research-cpu, research, production) or its path"),
+    out: Path = typer.Option(DEFAULT_PARAMS_PATH, "--out", help="the params file to write"),
+) -> None:
+    """Write params.yaml from a profile: the demo's params.yaml with the profile's keys applied
+    (profiles/ hold only the keys they change; DVC reads every value from params.yaml).
+
+    Example: agentworld profile research-cpu && agentworld pipeline
+    """
+    from agentworld.profiles import write_profile
+
+    try:
+        written = write_profile(name, out)
+    except ParamsError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{written}: profile {load_params(written).profile}; `git checkout {written}` restores the demo")
 
 
 @app.command()

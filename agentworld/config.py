@@ -536,9 +536,8 @@ def parse_params(raw: dict[str, Any], source: str = "params") -> Params:
         raise ParamsError(_format_errors(source, err)) from None
 
 
-def load_params(path: str | Path = DEFAULT_PARAMS_PATH, overrides: dict[str, Any] | None = None) -> Params:
-    """Read params.yaml, apply overrides (nested or dotted keys), validate."""
-    path = Path(path)
+def read_mapping(path: Path) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping, or a ParamsError naming the file."""
     if not path.exists():
         raise ParamsError(f"{path}: file not found (run from the project root or pass --params)")
     try:
@@ -547,6 +546,59 @@ def load_params(path: str | Path = DEFAULT_PARAMS_PATH, overrides: dict[str, Any
         raise ParamsError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: top level must be a mapping of sections")
+    return raw
+
+
+#: The profile every overlay ends at: the project's params.yaml itself.
+BASE_PROFILE = "demo"
+
+
+def merge_patch(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `patch` applied as a JSON Merge Patch (RFC 7386): mappings merge key by key,
+    null removes a key (its schema default applies), any other value replaces."""
+    merged = copy.deepcopy(base)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_patch(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def profile_base(path: Path, name: str) -> Path:
+    """The file an overlay's `extends: NAME` means: params.yaml beside profiles/ for the base
+    profile, profiles/NAME.yaml for any other."""
+    return path.parent.parent / DEFAULT_PARAMS_PATH.name if name == BASE_PROFILE else path.parent / f"{name}.yaml"
+
+
+def resolve_profile(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A params file's values: the file itself, or for an overlay (`extends: NAME`, in
+    profiles/) its base's values with the overlay applied (`merge_patch`)."""
+    raw = read_mapping(path)
+    name = raw.pop("extends", None)
+    if name is None:
+        return raw
+    if path.resolve() in _seen:
+        raise ParamsError(f"{path}: `extends` goes round in a circle ({' -> '.join(str(p) for p in _seen)})")
+    if path.name == DEFAULT_PARAMS_PATH.name:
+        raise ParamsError(f"{path}: `extends` belongs to profiles/ overlays; DVC reads every value from params.yaml, "
+                          f"so write it whole with `agentworld profile {raw.get('profile', name)}`")
+    base_path = profile_base(path, str(name))
+    base = resolve_profile(base_path, (*_seen, path.resolve()))
+    if name == BASE_PROFILE and base.get("profile", BASE_PROFILE) != BASE_PROFILE:
+        raise ParamsError(f"{path} extends the {BASE_PROFILE} profile, but {base_path} holds profile "
+                          f"{base.get('profile')!r} (written by `agentworld profile`); restore it with "
+                          f"`git checkout {base_path.name}`")
+    return merge_patch(base, raw)
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS_PATH, overrides: dict[str, Any] | None = None) -> Params:
+    """Read params.yaml (or a profile overlay, resolved onto it), apply overrides (nested or
+    dotted keys), validate."""
+    path = Path(path)
+    raw = resolve_profile(path)
     if overrides:
         raw = deep_merge(raw, overrides)
     return parse_params(raw, str(path))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from agentworld.profiles import write_profile
 from tests.conftest import PROJECT, SMOKE_PARAMS
 
 FINISHED = {"success", "failed"}
@@ -30,7 +30,7 @@ def project_env(tmp: Path) -> dict[str, str]:
     params.yaml, a SQLite MLflow store and artifact root, the DAGs folder of this checkout."""
     workspace = tmp / "workspace"
     workspace.mkdir()
-    shutil.copy(SMOKE_PARAMS, workspace / "params.yaml")
+    write_profile(SMOKE_PARAMS, workspace / "params.yaml")
     env = {
         **os.environ,
         "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT / "dags"),

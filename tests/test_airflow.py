@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agentworld.profiles import write_profile
 from tests.airflow_stack import project_env
 from tests.conftest import PROJECT
 
@@ -52,7 +53,7 @@ def test_nightly_retrain_cron_is_off_in_the_demo_and_on_in_production(airflow_en
             "d = DagBag().dags['nightly_retrain']; print(json.dumps({'schedule': getattr(d.timetable, 'expression', None)}))")
     shutil.copy(PROJECT / "params.yaml", workspace / "params.yaml")
     demo = _python(code, airflow_env)
-    shutil.copy(PROJECT / "profiles" / "production.yaml", workspace / "params.yaml")
+    write_profile(PROJECT / "profiles" / "production.yaml", workspace / "params.yaml")
     production = _python(code, airflow_env)
     assert demo.returncode == 0 and production.returncode == 0, demo.stderr[-3000:] + production.stderr[-3000:]
     assert json.loads(demo.stdout.strip().splitlines()[-1])["schedule"] is None

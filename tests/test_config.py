@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from agentworld.config import ParamsError, load_params
+from agentworld.profiles import write_profile
 from tests.conftest import PROJECT, SMOKE_PARAMS
 
 
@@ -91,7 +92,7 @@ def test_airflow_trigger_form_values_become_the_runs_validated_settings(tmp_path
 
     smoke = load_params(SMOKE_PARAMS)
     assert overrides_from_form({"sft_steps": 5, "unrelated": 1}, smoke) == {"sft.max_steps": 5}
-    (tmp_path / "params.yaml").write_text(SMOKE_PARAMS.read_text())
+    write_profile(SMOKE_PARAMS, tmp_path / "params.yaml")
     monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
     assert resolve_run({"episodes_per_domain": 9}, "r1").collect.episodes_per_domain == 9
     assert run_params("r1").collect.episodes_per_domain == 9  # later tasks read what the first one fixed

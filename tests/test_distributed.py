@@ -358,14 +358,13 @@ def test_cluster_compute_gives_the_trainers_a_deepspeed_config(tmp_path):
 
 def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(tmp_path, monkeypatch):
     """No cluster here: subprocess.run is replaced to capture the launcher argv the task would run."""
-    import shutil
-
     import yaml
 
     from agentworld import orchestration
+    from agentworld.profiles import write_profile
     from tests.conftest import SMOKE_PARAMS
 
-    shutil.copy(SMOKE_PARAMS, tmp_path / "params.yaml")
+    write_profile(SMOKE_PARAMS, tmp_path / "params.yaml")
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("node-a slots=8\nnode-b slots=8\n")
     monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agentworld.profiles import write_profile
 from tests.conftest import SMOKE_PARAMS, copy_project
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
 @pytest.fixture(scope="module")
 def pipeline_copy(tmp_path_factory):
     root = copy_project(tmp_path_factory.mktemp("project"))
-    shutil.copy(SMOKE_PARAMS, root / "params.yaml")
+    write_profile(SMOKE_PARAMS, root / "params.yaml")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AGENTWORLD_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["AGENTWORLD_HOME"] = str(root)
