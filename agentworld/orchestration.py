@@ -386,6 +386,57 @@ def gated_training_tasks(stage: str) -> tuple[Any, Any]:
     return train, gate
 
 
+def gated_training_chain(parent: Any, *inputs: Any) -> Any:
+    """cpt -> gate_cpt -> sft -> gate_sft -> rl -> gate_rl -> evaluate -> promote after `inputs`
+    (the corpora and build tasks): the training DAGs' shared chain; returns the promote task."""
+    from tasks import TRAINING_STAGES
+
+    passed = inputs
+    for stage in TRAINING_STAGES:
+        train, gate = gated_training_tasks(stage)
+        passed = (gate(train(parent, *passed)),)
+    return stage_task("promote")(parent, stage_task("evaluate")(parent, *passed))
+
+
+def start_task() -> Any:
+    """The first task of a DAG that collects: fix the run's settings from the trigger form (a bad
+    value fails here, once) and open the MLflow parent run; returns its id."""
+    from airflow.sdk import get_current_context, task
+
+    @task(task_id="start")
+    @settings_errors_fail_once
+    def start() -> str:
+        context = get_current_context()
+        resolve_run(dict(context["params"]), context["run_id"], collects=True)
+        return start_run(context["run_id"])
+
+    return start
+
+
+def planned_collection(parent: Any) -> Any:
+    """`plan` (the selected domains that can run here) and `collect`, mapped over them one at a
+    time (each collection already uses collect.workers processes); returns the mapped collect."""
+    from airflow.sdk import get_current_context, task
+
+    @task(task_id="plan")
+    @settings_errors_fail_once
+    def plan(_: str) -> list[str]:
+        domains, skipped = plan_domains(get_current_context()["run_id"])
+        for domain, reason in skipped.items():
+            print(f"skipping {domain}: {reason}")
+        if not domains:
+            raise RuntimeError(f"none of the selected domains can run here: {skipped}")
+        return domains
+
+    @task(task_id="collect", max_active_tis_per_dagrun=1)
+    @settings_errors_fail_once
+    def collect(domain: str, parent: str) -> str:
+        run_stage("collect", get_current_context()["run_id"], parent, domains=[domain])
+        return domain
+
+    return collect.partial(parent=parent).expand(domain=plan(parent))
+
+
 # ------------------------------------------------------------------ nightly_retrain
 def nightly_schedule() -> str | None:
     """The cron of `schedule` in params.yaml when `schedule.nightly` is on (production), else None."""

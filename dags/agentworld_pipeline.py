@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import dag, get_current_context, task
+from airflow.sdk import dag
 
-from agentworld.orchestration import resolve_run, settings_errors_fail_once, stage_task, start_run, trigger_params
+from agentworld.orchestration import stage_task, start_task, trigger_params
 
 
 @dag(
@@ -27,14 +27,7 @@ from agentworld.orchestration import resolve_run, settings_errors_fail_once, sta
     doc_md=__doc__,
 )
 def agentworld_pipeline():
-    @task
-    @settings_errors_fail_once
-    def start() -> str:
-        context = get_current_context()
-        resolve_run(dict(context["params"]), context["run_id"], collects=True)
-        return start_run(context["run_id"])
-
-    parent = start()
+    parent = start_task()()
     built = stage_task("build")(parent, stage_task("validate")(parent, stage_task("collect")(parent)))
     cpt = stage_task("cpt")(parent, built, stage_task("corpora")(parent))
     rl = stage_task("rl")(parent, stage_task("sft")(parent, cpt))

@@ -15,13 +15,9 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (plan_domains, resolve_run, run_stage, settings_errors_fail_once, start_run,
+from agentworld.orchestration import (planned_collection, run_stage, settings_errors_fail_once, start_task,
                                       trigger_params, validated_alias, validated_asset, validated_domain_asset,
                                       validated_domain_event, validated_set_event)
-
-
-def _run_id() -> str:
-    return get_current_context()["run_id"]
 
 
 @dag(
@@ -36,48 +32,25 @@ def _run_id() -> str:
     doc_md=__doc__,
 )
 def collect_and_validate():
-    @task
-    @settings_errors_fail_once
-    def start() -> str:
-        context = get_current_context()
-        resolve_run(dict(context["params"]), context["run_id"], collects=True)
-        return start_run(context["run_id"])
-
-    @task
-    @settings_errors_fail_once
-    def plan(_: str) -> list[str]:
-        domains, skipped = plan_domains(_run_id())
-        for domain, reason in skipped.items():
-            print(f"skipping {domain}: {reason}")
-        if not domains:
-            raise RuntimeError(f"none of the selected domains can run here: {skipped}")
-        return domains
-
-    @task(max_active_tis_per_dagrun=1)  # each collection already uses collect.workers processes
-    @settings_errors_fail_once
-    def collect(domain: str, parent: str) -> str:
-        run_stage("collect", _run_id(), parent, domains=[domain])
-        return domain
-
     # Two at a time: each is a Great Expectations process, and eight at once on a small machine
     # starve the scheduler and its SQLite metadata DB ("database is locked").
     @task(outlets=[validated_alias()], max_active_tis_per_dagrun=2)
     @settings_errors_fail_once
     def validate(domain: str, parent: str, *, outlet_events=None) -> dict:
-        report = run_stage("validate", _run_id(), parent, domains=[domain])["domains"][domain]
-        event = validated_domain_event(domain, report, _run_id())
+        run_id = get_current_context()["run_id"]
+        report = run_stage("validate", run_id, parent, domains=[domain])["domains"][domain]
+        event = validated_domain_event(domain, report, run_id)
         outlet_events[validated_alias()].add(validated_domain_asset(domain), extra=event)
         return event
 
     @task(outlets=[validated_asset()])
     def publish(events: list[dict], *, outlet_events=None) -> dict:
-        summary = validated_set_event(list(events), _run_id())
+        summary = validated_set_event(list(events), get_current_context()["run_id"])
         outlet_events[validated_asset()].extra = summary
         return summary
 
-    parent = start()
-    collected = collect.partial(parent=parent).expand(domain=plan(parent))
-    publish(validate.partial(parent=parent).expand(domain=collected))
+    parent = start_task()()
+    publish(validate.partial(parent=parent).expand(domain=planned_collection(parent)))
 
 
 collect_and_validate()

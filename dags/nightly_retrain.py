@@ -15,12 +15,8 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (gated_training_tasks, nightly_schedule, plan_domains, resolve_run, run_stage,
-                                      settings_errors_fail_once, stage_task, start_run, trigger_params)
-
-
-def _run_id() -> str:
-    return get_current_context()["run_id"]
+from agentworld.orchestration import (gated_training_chain, nightly_schedule, planned_collection, run_stage,
+                                      settings_errors_fail_once, stage_task, start_task, trigger_params)
 
 
 @dag(
@@ -35,46 +31,15 @@ def _run_id() -> str:
     doc_md=__doc__,
 )
 def nightly_retrain():
-    @task
-    @settings_errors_fail_once
-    def start() -> str:
-        context = get_current_context()
-        resolve_run(dict(context["params"]), context["run_id"], collects=True)
-        return start_run(context["run_id"])
-
-    @task
-    @settings_errors_fail_once
-    def plan(_: str) -> list[str]:
-        domains, skipped = plan_domains(_run_id())
-        for domain, reason in skipped.items():
-            print(f"skipping {domain}: {reason}")
-        if not domains:
-            raise RuntimeError(f"none of the selected domains can run here: {skipped}")
-        return domains
-
-    @task(max_active_tis_per_dagrun=1)  # each collection already uses collect.workers processes
-    @settings_errors_fail_once
-    def collect(domain: str, parent: str) -> str:
-        run_stage("collect", _run_id(), parent, domains=[domain])
-        return domain
-
     @task(max_active_tis_per_dagrun=2)  # Great Expectations processes; eight at once starve SQLite
     @settings_errors_fail_once
     def validate(domain: str, parent: str) -> str:
-        run_stage("validate", _run_id(), parent, domains=[domain])
+        run_stage("validate", get_current_context()["run_id"], parent, domains=[domain])
         return domain
 
-    parent = start()
-    collected = collect.partial(parent=parent).expand(domain=plan(parent))
-    validated = validate.partial(parent=parent).expand(domain=collected)
-    inputs = [stage_task("corpora")(parent), stage_task("build")(parent, validated)]
-    cpt, gate_cpt = gated_training_tasks("cpt")
-    sft, gate_sft = gated_training_tasks("sft")
-    rl, gate_rl = gated_training_tasks("rl")
-    passed_cpt = gate_cpt(cpt(parent, *inputs))
-    passed_sft = gate_sft(sft(parent, passed_cpt))
-    passed_rl = gate_rl(rl(parent, passed_sft))
-    stage_task("promote")(parent, stage_task("evaluate")(parent, passed_rl))
+    parent = start_task()()
+    validated = validate.partial(parent=parent).expand(domain=planned_collection(parent))
+    gated_training_chain(parent, stage_task("corpora")(parent), stage_task("build")(parent, validated))
 
 
 nightly_retrain()

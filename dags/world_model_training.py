@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (gated_training_tasks, settings_errors_fail_once, stage_task, start_run,
+from agentworld.orchestration import (gated_training_chain, settings_errors_fail_once, stage_task, start_run,
                                       training_workspace, trigger_params, triggering_validated_extra, validated_asset)
 
 TRAINING_PARAMS = ["hidden_size", "num_layers", "num_experts", "moe_intermediate_size",
@@ -48,14 +48,7 @@ def world_model_training():
         return start_run(get_current_context()["run_id"])
 
     parent = start(prepare())
-    inputs = [stage_task("corpora")(parent), stage_task("build")(parent)]
-    cpt, gate_cpt = gated_training_tasks("cpt")
-    sft, gate_sft = gated_training_tasks("sft")
-    rl, gate_rl = gated_training_tasks("rl")
-    passed_cpt = gate_cpt(cpt(parent, *inputs))
-    passed_sft = gate_sft(sft(parent, passed_cpt))
-    passed_rl = gate_rl(rl(parent, passed_sft))
-    stage_task("promote")(parent, stage_task("evaluate")(parent, passed_rl))
+    gated_training_chain(parent, stage_task("corpora")(parent), stage_task("build")(parent))
 
 
 world_model_training()
