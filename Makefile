@@ -22,7 +22,8 @@ export TQDM_MININTERVAL := 5
 export DO_NOT_TRACK := 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
-export PYTHONPATH := $(CURDIR)
+# dags/ too: the DAG files import their helpers (dags/agentworld_dags) as Airflow does.
+export PYTHONPATH := $(CURDIR):$(CURDIR)/dags
 
 .PHONY: help setup demo test test-fast mlflow airflow bench clean
 

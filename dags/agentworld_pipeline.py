@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag
 
-from agentworld.orchestration import stage_task, start_task, trigger_params
+from agentworld_dags.form import trigger_params
+from agentworld_dags.taskflow import stage_task, start_task
 
 
 @dag(

@@ -15,9 +15,16 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (planned_collection, run_stage, settings_errors_fail_once, start_task,
-                                      trigger_params, validated_alias, validated_asset, validated_domain_asset,
-                                      validated_domain_event, validated_set_event)
+from agentworld_dags.assets import (
+    validated_alias,
+    validated_asset,
+    validated_domain_asset,
+    validated_domain_event,
+    validated_set_event,
+)
+from agentworld_dags.form import trigger_params
+from agentworld_dags.stages import run_stage
+from agentworld_dags.taskflow import planned_collection, settings_errors_fail_once, start_task
 
 
 @dag(

@@ -15,8 +15,16 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (gated_training_chain, nightly_schedule, planned_collection, run_stage,
-                                      settings_errors_fail_once, stage_task, start_task, trigger_params)
+from agentworld_dags.form import trigger_params
+from agentworld_dags.stages import run_stage
+from agentworld_dags.taskflow import (
+    gated_training_chain,
+    nightly_schedule,
+    planned_collection,
+    settings_errors_fail_once,
+    stage_task,
+    start_task,
+)
 
 
 @dag(

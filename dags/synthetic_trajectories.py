@@ -14,7 +14,9 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import settings_errors_fail_once, simulator_workspace, stage_task, start_run, trigger_params
+from agentworld_dags.form import trigger_params
+from agentworld_dags.runs import simulator_workspace, start_run
+from agentworld_dags.taskflow import settings_errors_fail_once, stage_task
 
 SYNTHESIS_PARAMS = ["synth_domains", "synth_episodes", "synth_max_steps", "synth_stage", "faults", "fault_rate",
                     "perturbation", "fiction"]

@@ -16,8 +16,10 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.orchestration import (gated_training_chain, settings_errors_fail_once, stage_task, start_run,
-                                      training_workspace, trigger_params, triggering_validated_extra, validated_asset)
+from agentworld_dags.assets import triggering_validated_extra, validated_asset
+from agentworld_dags.form import trigger_params
+from agentworld_dags.runs import start_run, training_workspace
+from agentworld_dags.taskflow import gated_training_chain, settings_errors_fail_once, stage_task
 
 TRAINING_PARAMS = ["hidden_size", "num_layers", "num_experts", "moe_intermediate_size",
                    "cpt_steps", "sft_steps", "rl_steps", "eval_examples"]

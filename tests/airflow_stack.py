@@ -78,7 +78,7 @@ class AirflowStack:
 
     def run_dir(self, run_id: str) -> Path:
         """Where a DAG run wrote its outputs (runs/airflow/<run> of the project)."""
-        from agentworld.orchestration import run_folder
+        from agentworld_dags.runs import run_folder
 
         return self.workspace / "runs" / "airflow" / run_folder(run_id)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,9 @@ from agentworld.config import Params, load_params
 
 PROJECT = Path(__file__).resolve().parents[1]
 SMOKE_PARAMS = PROJECT / "profiles" / "smoke.yaml"
+# The DAG files' helper package (dags/agentworld_dags), importable as Airflow imports it.
+if str(PROJECT / "dags") not in sys.path:
+    sys.path.insert(0, str(PROJECT / "dags"))
 
 
 @pytest.fixture()

@@ -29,14 +29,21 @@ def airflow_env(tmp_path) -> dict[str, str]:
     return env
 
 
+#: The DAGs folder parsed as Airflow's DAG processor and task runner parse it (a bundle on
+#: sys.path, so the DAG files import their helpers in dags/agentworld_dags/).
+DAGBAG = ("import os; from airflow.dag_processing.dagbag import BundleDagBag;"
+          "folder = os.environ['AIRFLOW__CORE__DAGS_FOLDER'];"
+          "b = BundleDagBag(folder, bundle_path=folder, bundle_name='dags-folder');")
+
+
 def _python(code: str, env: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_dagbag_has_no_import_errors(airflow_env):
     out = _python(
-        "import json; from airflow.models.dagbag import DagBag;"
-        "b = DagBag(); print(json.dumps({'errors': {k: str(v) for k, v in b.import_errors.items()}, 'dags': sorted(b.dags)}))",
+        "import json;" + DAGBAG +
+        "print(json.dumps({'errors': {k: str(v) for k, v in b.import_errors.items()}, 'dags': sorted(b.dags)}))",
         airflow_env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -49,8 +56,8 @@ def test_dagbag_has_no_import_errors(airflow_env):
 def test_nightly_retrain_cron_is_off_in_the_demo_and_on_in_production(airflow_env):
     """The cron comes from params.yaml: none in the demo profile, `schedule.cron` in production."""
     workspace = Path(airflow_env["AGENTWORLD_HOME"])
-    code = ("import json; from airflow.models.dagbag import DagBag;"
-            "d = DagBag().dags['nightly_retrain']; print(json.dumps({'schedule': getattr(d.timetable, 'expression', None)}))")
+    code = ("import json;" + DAGBAG +
+            "d = b.dags['nightly_retrain']; print(json.dumps({'schedule': getattr(d.timetable, 'expression', None)}))")
     shutil.copy(PROJECT / "params.yaml", workspace / "params.yaml")
     demo = _python(code, airflow_env)
     write_profile(PROJECT / "profiles" / "production.yaml", workspace / "params.yaml")
@@ -61,8 +68,8 @@ def test_nightly_retrain_cron_is_off_in_the_demo_and_on_in_production(airflow_en
 
 
 TRAINING_RUN = (
-    "import json; from airflow.models.dagbag import DagBag;"
-    "dag = DagBag().dags['world_model_training'];"
+    "import json;" + DAGBAG.replace("{", "{{").replace("}", "}}") +
+    "dag = b.dags['world_model_training'];"
     "run = dag.test(run_conf={conf!r});"
     "states = {{ti.task_id: str(ti.state) for ti in run.get_task_instances()}};"
     "print(json.dumps({{'state': str(run.state), 'tasks': states}}))"

@@ -88,7 +88,8 @@ def test_missing_and_broken_files(tmp_path):
 
 
 def test_airflow_trigger_form_values_become_the_runs_validated_settings(tmp_path, monkeypatch):
-    from agentworld.orchestration import overrides_from_form, resolve_run, run_params
+    from agentworld_dags.form import overrides_from_form
+    from agentworld_dags.runs import resolve_run, run_params
 
     smoke = load_params(SMOKE_PARAMS)
     assert overrides_from_form({"sft_steps": 5, "unrelated": 1}, smoke) == {"sft.max_steps": 5}
@@ -101,7 +102,7 @@ def test_airflow_trigger_form_values_become_the_runs_validated_settings(tmp_path
 
 
 def test_trigger_form_episodes_per_domain_applies_to_every_domain_unless_episodes_is_edited():
-    from agentworld.orchestration import apply_overrides, overrides_from_form
+    from agentworld_dags.form import apply_overrides, overrides_from_form
 
     base = load_params(PROJECT / "params.yaml")  # the demo: per-domain counts for six domains
     assert base.collect.episodes
@@ -117,7 +118,7 @@ def test_trigger_form_episodes_per_domain_applies_to_every_domain_unless_episode
 
 
 def test_trigger_form_fields_take_bounds_and_choices_from_the_schema():
-    from agentworld.orchestration import FORM_FIELDS, field_schema
+    from agentworld_dags.form import FORM_FIELDS, field_schema
 
     params = load_params(PROJECT / "params.yaml")
     assert field_schema(params, "collect.episodes_per_domain") == {"type": "integer", "minimum": 1, "maximum": 1_000_000}

@@ -360,30 +360,30 @@ def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(t
     """No cluster here: subprocess.run is replaced to capture the launcher argv the task would run."""
     import yaml
 
-    from agentworld import orchestration
     from agentworld.profiles import write_profile
+    from agentworld_dags import form, runs, stages
     from tests.conftest import SMOKE_PARAMS
 
     write_profile(SMOKE_PARAMS, tmp_path / "params.yaml")
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("node-a slots=8\nnode-b slots=8\n")
     monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
-    params = orchestration.resolve_run({}, "r1")
-    cluster = orchestration.apply_overrides(params, {"distributed.compute": "cluster", "distributed.num_nodes": 2,
-                                                     "distributed.gpus_per_node": 8,
-                                                     "distributed.hostfile": str(hostfile)}, "test")
-    orchestration.run_params_path("r1").write_text(yaml.safe_dump(cluster.model_dump(mode="json", by_alias=True)))
+    params = runs.resolve_run({}, "r1")
+    cluster = form.apply_overrides(params, {"distributed.compute": "cluster", "distributed.num_nodes": 2,
+                                            "distributed.gpus_per_node": 8,
+                                            "distributed.hostfile": str(hostfile)}, "test")
+    runs.run_params_path("r1").write_text(yaml.safe_dump(cluster.model_dump(mode="json", by_alias=True)))
     calls = []
 
     def fake_run(argv, **kwargs):
         calls.append((argv, kwargs))
-        report = orchestration.run_root("r1") / "reports" / "train" / "sft.json"
+        report = runs.run_root("r1") / "reports" / "train" / "sft.json"
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps({"stage": "sft", "global_step": 6}))
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr(orchestration.subprocess, "run", fake_run)
-    report = orchestration.run_stage("sft", "r1", "parent-run")
+    monkeypatch.setattr(stages.subprocess, "run", fake_run)
+    report = stages.run_stage("sft", "r1", "parent-run")
     argv, kwargs = calls[0]
     assert argv[:3] == ["deepspeed", "--hostfile", str(hostfile)]
     assert argv[argv.index("--num_nodes") + 1] == "2" and argv[argv.index("--num_gpus") + 1] == "8"
