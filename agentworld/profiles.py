@@ -59,7 +59,8 @@ def write_profile(profile: str | Path, out: Path = DEFAULT_PARAMS_PATH, profiles
     it loads to the same values the profile does, and return it."""
     path = profile_path(profile, profiles_dir)
     resolved = resolve_profile(path)  # refuses a base that already holds another profile
-    expected = parse_params(resolved, str(path)).model_dump()
+    params = parse_params(resolved, str(path))
+    expected, values = params.model_dump(), params.model_dump(mode="json", by_alias=True)
     base, chain = overlay_chain(path)
     yaml = YAML()
     yaml.width, yaml.preserve_quotes = 4096, True  # keep the demo's lines and quotes as written
@@ -68,7 +69,7 @@ def write_profile(profile: str | Path, out: Path = DEFAULT_PARAMS_PATH, profiles
     for overlay in chain:
         patch = yaml.load(overlay.read_text())
         patch.pop("extends", None)
-        _apply(document, patch, str(patch.get("profile", overlay.stem)))
+        _apply(document, patch, str(patch.get("profile", overlay.stem)), values)
     name = resolved.get("profile", path.stem)
     buffer = io.StringIO()
     yaml.dump(document, buffer)
@@ -82,17 +83,20 @@ def write_profile(profile: str | Path, out: Path = DEFAULT_PARAMS_PATH, profiles
     return out
 
 
-def _apply(target: CommentedMap, patch: CommentedMap, profile: str) -> None:
-    """Merge-patch `target` in place, keeping its comments; a set value gets a comment."""
+def _apply(target: CommentedMap, patch: CommentedMap, profile: str, values: dict[str, Any]) -> None:
+    """Merge-patch `target` in place, keeping its comments; a set value gets a comment. A key the
+    patch removes (null) is written with its schema default (`values`, the resolved settings):
+    DVC needs every key a stage tracks to be in params.yaml."""
     for key, value in patch.items():
-        if value is None:
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _apply(target[key], value, profile, values.get(key, {}))
+            continue
+        if value is None and key not in values:
             target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _apply(target[key], value, profile)
-        else:
-            target[key] = _styled_like(target.get(key), value)
-            if key != "profile" and not target.fa.flow_style():  # no comments inside `{a: 1, b: 2}`
-                _note(target, key, _comment_of(patch, key) or f"{profile} profile")
+            continue
+        target[key] = _styled_like(target.get(key), values[key] if value is None else value)
+        if key != "profile" and not target.fa.flow_style():  # no comments inside `{a: 1, b: 2}`
+            _note(target, key, _comment_of(patch, key) or f"{profile} profile{': the default' if value is None else ''}")
 
 
 def _styled_like(old: Any, new: Any) -> Any:

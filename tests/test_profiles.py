@@ -3,6 +3,7 @@ writes params.yaml whole (DVC reads every value from it)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,23 @@ def test_written_params_load_to_the_profile_and_keep_the_demos_comments(tmp_path
         write_profile(project / "profiles" / "smoke.yaml", project / "params.yaml")
 
 
+@pytest.mark.parametrize("name", SHIPPED)
+def test_written_params_hold_every_key_of_the_demo_that_dvc_tracks(tmp_path, name):
+    """A key an overlay removes (null) is written with its default: a DVC stage that tracks it
+    would otherwise fail with `Parameters ... are missing from 'params.yaml'`."""
+    out = write_profile(PROJECT / "profiles" / f"{name}.yaml", tmp_path / "params.yaml")
+    demo = _leaves(yaml.safe_load((PROJECT / "params.yaml").read_text()))
+    written = _leaves(yaml.safe_load(out.read_text()))
+    def present(key: str) -> bool:  # itself, or a mapping above or below it ({} vs {web: 40})
+        return any(w == key or w.startswith(f"{key}.") or key.startswith(f"{w}.") for w in written)
+
+    assert [key for key in demo if not present(key)] == []
+    assert load_params(out).model_dump() == load_params(PROJECT / "profiles" / f"{name}.yaml").model_dump()
+    tracked = {p for stage in yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"].values()
+               for p in (stage.get("do", stage).get("params") or []) if isinstance(p, str)}
+    assert tracked and [key for key in tracked if not present(key)] == []
+
+
 def test_params_yaml_with_extends_is_refused_with_the_command_to_write_it(tmp_path):
     (tmp_path / "params.yaml").write_text("extends: demo\nprofile: smoke\n")
     with pytest.raises(ParamsError, match="agentworld profile smoke"):
@@ -81,10 +99,11 @@ def test_profile_command_writes_params_and_names_unknown_profiles(tmp_path):
     shutil.copy(PROJECT / "params.yaml", tmp_path / "params.yaml")
     shutil.copytree(PROJECT / "profiles", tmp_path / "profiles")
     cli = [sys.executable, "-m", "agentworld.cli", "profile"]
-    done = subprocess.run([*cli, "research-cpu"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    done = subprocess.run([*cli, "research-cpu"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert load_params(tmp_path / "params.yaml").model_dump() == \
         load_params(PROJECT / "profiles" / "research-cpu.yaml").model_dump()
-    missing = subprocess.run([*cli, "nightly"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    missing = subprocess.run([*cli, "nightly"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no such profile (profiles: production, research, research-cpu, smoke)" \
         in missing.stderr
