@@ -15,7 +15,7 @@ import typer
 from agentworld.config import DEFAULT_PARAMS_PATH, KNOWN_DOMAINS, ParamsError, load_params
 from agentworld.envs.behaviour import POLICY_NAMES
 from agentworld.evaluation.commands import eval_app
-from tasks import STAGE_ORDER
+from stages import STAGE_ORDER
 
 app = typer.Typer(
     help="AgentWorld: language world models of agent environments.",
@@ -151,7 +151,7 @@ def stage(
 
     Example: agentworld stage collect --domain terminal --root runs/try1
     """
-    from tasks import PER_DOMAIN_STAGES, get_stage
+    from stages import PER_DOMAIN_STAGES, get_stage
 
     name = name.value
     params = _load(params_path)

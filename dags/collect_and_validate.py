@@ -23,7 +23,7 @@ from agentworld_dags.assets import (
     validated_set_event,
 )
 from agentworld_dags.form import trigger_params
-from agentworld_dags.stages import run_stage
+from agentworld_dags.launch import run_stage
 from agentworld_dags.taskflow import planned_collection, settings_errors_fail_once, start_task
 
 

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import dag, get_current_context, task
 
 from agentworld_dags.form import trigger_params
-from agentworld_dags.stages import run_stage
+from agentworld_dags.launch import run_stage
 from agentworld_dags.taskflow import (
     gated_training_chain,
     nightly_schedule,

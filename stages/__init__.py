@@ -26,4 +26,4 @@ StageFn = Callable[[Params, Path, str | None], dict[str, Any]]
 def get_stage(name: str) -> StageFn:
     if name not in STAGE_ORDER:
         raise KeyError(f"unknown stage {name!r}; stages are {', '.join(STAGE_ORDER)}")
-    return importlib.import_module(f"tasks.{name}").run
+    return importlib.import_module(f"stages.{name}").run

@@ -12,7 +12,7 @@ from agentworld.config import Params
 from agentworld.data.build import build_datasets
 from agentworld.data.io import read_transitions
 from agentworld.tracking.runs import file_md5, stage_run
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from agentworld.data.collect import collect_parallel
 from agentworld.data.io import write_jsonl
 from agentworld.data.schema import Transition
 from agentworld.tracking.runs import stage_run
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None,

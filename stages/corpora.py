@@ -10,7 +10,7 @@ import mlflow
 from agentworld.config import Params
 from agentworld.data.corpora import build_corpora
 from agentworld.tracking.runs import stage_run
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from agentworld.config import Params
 from agentworld.data.corpora import load_corpora
 from agentworld.models.factory import build_model
 from agentworld.training.cpt import mix_documents, tokenizer_texts, train_cpt, trajectory_streams
-from tasks.paths import StagePaths
-from tasks.training import StageInputs, run_training_stage
+from stages.paths import StagePaths
+from stages.training import StageInputs, run_training_stage
 
 
 def cpt_documents(params: Params, paths: StagePaths, inputs: StageInputs) -> list[str]:

@@ -20,8 +20,8 @@ from agentworld.evaluation.run import (
     sample_records,
 )
 from agentworld.tracking.runs import stage_run
-from tasks.paths import StagePaths
-from tasks.training import trained_report
+from stages.paths import StagePaths
+from stages.training import trained_report
 
 #: Version tags every evaluated model gets (the world model over all domains).
 TAGGED_METRICS = ("judge_overall", "exact_match", "token_f1")

@@ -17,7 +17,7 @@ from agentworld.data.build import load_examples
 from agentworld.evaluation import promotion
 from agentworld.evaluation.run import evaluate, open_world_model, records_md5, sample_records
 from agentworld.tracking.runs import stage_run
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 
 
 def current_champion(client: MlflowClient, name: str, alias: str) -> str | None:

@@ -7,8 +7,8 @@ from typing import Any
 
 from agentworld.config import Params
 from agentworld.training.rl import train_rl
-from tasks.paths import StagePaths
-from tasks.training import StageInputs, previous_model, run_training_stage
+from stages.paths import StagePaths
+from stages.training import StageInputs, previous_model, run_training_stage
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None, register: bool = True) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 from agentworld.config import Params
 from agentworld.training.sft import train_sft
-from tasks.cpt import scratch_model
-from tasks.paths import StagePaths
-from tasks.training import StageInputs, previous_model, run_training_stage
+from stages.cpt import scratch_model
+from stages.paths import StagePaths
+from stages.training import StageInputs, previous_model, run_training_stage
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None, register: bool = True) -> dict[str, Any]:

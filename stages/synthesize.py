@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+
 from agentworld.config import Params
 from agentworld.data.io import write_jsonl
 from agentworld.models.backends import TransformersBackend
 from agentworld.simulation.synthesize import summary, synthesize_domain
 from agentworld.tracking.runs import stage_run
 from agentworld.validation import validate_file
-from tasks.paths import StagePaths
-from tasks.training import trained_report
+from stages.paths import StagePaths
+from stages.training import trained_report
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:

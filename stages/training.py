@@ -28,7 +28,7 @@ from agentworld.tracking.registry import log_and_register
 from agentworld.tracking.runs import file_md5, lineage_tags, stage_run
 from agentworld.training.common import TrainResult, prepare_checkpoints
 from agentworld.training.curve import CURVE_COLUMNS
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 
 #: The stage each training stage starts from.
 PREVIOUS: dict[str, str | None] = {"cpt": None, "sft": "cpt", "rl": "sft"}

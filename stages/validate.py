@@ -17,7 +17,7 @@ import mlflow
 from agentworld.config import Params
 from agentworld.tracking.runs import stage_run
 from agentworld.validation import RejectedShareExceeded, ValidationReport, validate_file
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None,

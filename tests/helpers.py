@@ -41,17 +41,17 @@ def send_json(handler, payload: dict, status: int = 200) -> None:
 def built_and_trained(root, params, sft_steps: int | None = None, register: bool = False):
     """A workspace with 40 terminal episodes built into splits and corpora, and (with `sft_steps`)
     an SFT model trained from scratch; returns its StagePaths."""
-    import tasks.build
-    import tasks.sft
+    import stages.build
+    import stages.sft
     from agentworld.data.corpora import build_corpora
     from agentworld.data.io import write_jsonl
-    from tasks.paths import StagePaths
+    from stages.paths import StagePaths
 
     paths = StagePaths(root)
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
-    tasks.build.run(params, root)
+    stages.build.run(params, root)
     build_corpora(paths.corpora, params.corpora.sources)
     if sft_steps:
         trained = params.model_copy(update={"sft": params.sft.model_copy(update={"init": "scratch", "max_steps": sft_steps})})
-        tasks.sft.run(trained, root, register=register)
+        stages.sft.run(trained, root, register=register)
     return paths

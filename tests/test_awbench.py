@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import tasks.build
+import stages.build
 from agentworld.data.awbench import (
     BenchFormatError,
     BenchRecord,
@@ -17,7 +17,7 @@ from agentworld.data.awbench import (
 )
 from agentworld.data.io import write_jsonl
 from agentworld.data.prompts import parse_observation
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 from tests.helpers import make_transitions
 
 OFFICIAL_FIELDS = {"task", "id", "prompt", "response", "current_prompt", "system_str", "turn_idx", "total_turns"}
@@ -137,7 +137,7 @@ def test_record_becomes_the_example_of_its_current_turn():
 def test_build_exports_the_held_out_split_in_the_layout(tmp_path, smoke_params):
     paths = StagePaths(tmp_path)
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=30))
-    tasks.build.run(smoke_params, tmp_path)
+    stages.build.run(smoke_params, tmp_path)
     records = read_bench(paths.agentworldbench)
     assert records and {r.task for r in records} == {"terminal"}
     held_out = {json.loads(line)["id"] for line in paths.sft_test.read_text().splitlines()}

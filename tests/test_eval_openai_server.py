@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import tasks.build
-import tasks.sft
+import stages.build
+import stages.sft
 from agentworld.cli import app
 from agentworld.config import load_params
 from agentworld.data.awbench import read_bench
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.models.backends import TransformersBackend
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 from tests.helpers import make_transitions
 
 SERVED_NAME = "agentworld-tiny"
@@ -73,10 +73,10 @@ def running_server(cmd: list[str], env: dict[str, str], log: Path, port: int, cw
 def trained_workspace(tmp_path, smoke_params, mlflow_store):
     paths = StagePaths(tmp_path / "ws")
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
-    tasks.build.run(smoke_params, paths.root)
+    stages.build.run(smoke_params, paths.root)
     build_corpora(paths.corpora, smoke_params.corpora.sources)
     params = smoke_params.model_copy(update={"sft": smoke_params.sft.model_copy(update={"init": "scratch", "max_steps": 8})})
-    tasks.sft.run(params, paths.root, register=False)
+    stages.sft.run(params, paths.root, register=False)
     return paths
 
 

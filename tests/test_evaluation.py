@@ -9,10 +9,10 @@ import pytest
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-import tasks.build
-import tasks.evaluate
-import tasks.promote
-import tasks.sft
+import stages.build
+import stages.evaluate
+import stages.promote
+import stages.sft
 from agentworld.cli import app
 from agentworld.data.awbench import read_bench
 from agentworld.data.corpora import build_corpora
@@ -21,7 +21,7 @@ from agentworld.data.prompts import assistant_turn
 from agentworld.evaluation.baselines import copy_previous
 from agentworld.evaluation.infer import infer
 from agentworld.evaluation.promotion import decide
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 from tests.helpers import make_transitions, send_json
 
 MODEL = "agentworld-world-model"
@@ -31,7 +31,7 @@ MODEL = "agentworld-world-model"
 def bench_workspace(tmp_path, smoke_params):
     paths = StagePaths(tmp_path)
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
-    tasks.build.run(smoke_params, tmp_path)
+    stages.build.run(smoke_params, tmp_path)
     build_corpora(paths.corpora, smoke_params.corpora.sources)  # the tokenizer of a scratch model reads them
     return paths
 
@@ -124,8 +124,8 @@ def _train_and_evaluate(params, root, steps: int) -> str:
         # (test_promotion_refuses_a_model_a_baseline_beats covers that rule)
         "promote": params.promote.model_copy(update={"beat_baselines": []}),
     })
-    version = tasks.sft.run(staged, root)["registered_version"]
-    metrics = tasks.evaluate.run(staged, root)
+    version = stages.sft.run(staged, root)["registered_version"]
+    metrics = stages.evaluate.run(staged, root)
     assert metrics["registered_version"] == int(version)
     return staged
 
@@ -137,18 +137,18 @@ def test_promotion_gate_against_the_registry(bench_workspace, smoke_params, mlfl
     client = MlflowClient()
     root = bench_workspace.root
     params = _train_and_evaluate(smoke_params, root, steps=1)
-    first = tasks.promote.run(params, root)
+    first = stages.promote.run(params, root)
     assert first["promoted"] and first["champion_version"] is None
 
     params = _train_and_evaluate(smoke_params, root, steps=60)
-    second = tasks.promote.run(params, root)
+    second = stages.promote.run(params, root)
     assert second["promoted"], second["reason"]
     assert second["champion_version"] == first["challenger_version"]
     assert second["challenger_score"] > second["champion_score"]
     assert str(client.get_model_version_by_alias(MODEL, "champion").version) == str(second["challenger_version"])
 
     params = _train_and_evaluate(smoke_params, root, steps=1)
-    third = tasks.promote.run(params, root)
+    third = stages.promote.run(params, root)
     assert not third["promoted"]
     refused = client.get_model_version(MODEL, str(third["challenger_version"])).tags
     assert refused["promotion"] == "refused"
@@ -165,8 +165,8 @@ def test_eval_cli_scores_the_champion_with_baselines_and_compares_versions(bench
     root = bench_workspace.root
     monkeypatch.setenv("AGENTWORLD_HOME", str(root))
     params = smoke_params.model_copy(update={"sft": smoke_params.sft.model_copy(update={"init": "scratch", "max_steps": 8})})
-    v1 = tasks.sft.run(params, root)["registered_version"]
-    v2 = tasks.sft.run(params.model_copy(update={"sft": params.sft.model_copy(update={"max_steps": 2})}), root)["registered_version"]
+    v1 = stages.sft.run(params, root)["registered_version"]
+    v2 = stages.sft.run(params.model_copy(update={"sft": params.sft.model_copy(update={"max_steps": 2})}), root)["registered_version"]
     MlflowClient().set_registered_model_alias(MODEL, "champion", v1)
     params_file = tmp_path / "params.yaml"
     params_file.write_text(json.dumps(smoke_params.model_dump(mode="json", by_alias=True)))

@@ -9,12 +9,12 @@ import math
 import pytest
 from mlflow import MlflowClient
 
-import tasks.build
+import stages.build
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.experiments.stages import render, run_stages_experiment, summarise
 from agentworld.experiments.stats import bootstrap_ci, mean_ci
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 from tests.helpers import make_transitions
 
 
@@ -60,7 +60,7 @@ def test_summary_table_per_variant_and_domain():
 def test_small_ablation_logs_one_comparable_group(tmp_path, smoke_params, mlflow_store):
     paths = StagePaths(tmp_path)
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=30))
-    tasks.build.run(smoke_params, tmp_path)
+    stages.build.run(smoke_params, tmp_path)
     build_corpora(paths.corpora, smoke_params.corpora.sources)
     result = run_stages_experiment(smoke_params, [0, 1], ["sft_only", "cpt_sft", "cpt_sft_rl"], tmp_path,
                                    tmp_path / "runs")

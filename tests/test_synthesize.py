@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-import tasks.synthesize
+import stages.synthesize
 from agentworld.data.io import read_jsonl
 from tests.helpers import built_and_trained
 
@@ -17,7 +17,7 @@ def test_synthesize_writes_validated_synthetic_rows_with_their_controls(tmp_path
         "max_new_tokens": 16, "retries": 1,
         "control": params.synthesize.control.model_copy(update={"faults": ["permission denied"], "fault_rate": 0.3}),
     })
-    result = tasks.synthesize.run(params.model_copy(update={"synthesize": settings}), tmp_path)
+    result = stages.synthesize.run(params.model_copy(update={"synthesize": settings}), tmp_path)
 
     stats = result["domains"]["terminal"]
     assert stats["episodes"] == 5 and 5 <= stats["rows"] <= 15

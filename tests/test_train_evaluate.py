@@ -7,14 +7,14 @@ import json
 import pytest
 from mlflow import MlflowClient
 
-import tasks.build
-import tasks.evaluate
-import tasks.sft
+import stages.build
+import stages.evaluate
+import stages.sft
 from agentworld.data.build import load_examples
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.models.factory import ModelLoadError, load_local
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 from tests.helpers import make_transitions
 
 
@@ -22,7 +22,7 @@ from tests.helpers import make_transitions
 def built_workspace(tmp_path, smoke_params, mlflow_store):
     paths = StagePaths(tmp_path)
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
-    tasks.build.run(smoke_params, tmp_path)
+    stages.build.run(smoke_params, tmp_path)
     build_corpora(paths.corpora, smoke_params.corpora.sources)
     return paths
 
@@ -36,7 +36,7 @@ def _sft_only(params, **sft):
 
 def test_evaluate_scores_the_configured_stage_and_tags_its_version(built_workspace, smoke_params):
     params = _sft_only(smoke_params, max_steps=4, save_steps=2)
-    summary = tasks.sft.run(params, built_workspace.root)
+    summary = stages.sft.run(params, built_workspace.root)
     assert summary["global_step"] == 4
     client = MlflowClient()
     run = client.get_run(summary["run_id"])
@@ -44,7 +44,7 @@ def test_evaluate_scores_the_configured_stage_and_tags_its_version(built_workspa
     assert run.data.metrics["model_parameters"] > 0
     assert (built_workspace.stage_model("sft") / "config.json").exists()
 
-    metrics = tasks.evaluate.run(params, built_workspace.root)
+    metrics = stages.evaluate.run(params, built_workspace.root)
     saved = json.loads(built_workspace.report("eval_metrics.json").read_text())
     assert saved["world_model"]["terminal"]["n"] == metrics["examples"]
     assert saved["stage"] == "sft"
@@ -56,13 +56,13 @@ def test_evaluate_scores_the_configured_stage_and_tags_its_version(built_workspa
 
 def test_evaluate_without_the_stage_model_names_the_stage_to_run(built_workspace, smoke_params):
     with pytest.raises(FileNotFoundError, match="run `agentworld stage rl` first"):
-        tasks.evaluate.run(smoke_params, built_workspace.root)
+        stages.evaluate.run(smoke_params, built_workspace.root)
 
 
 def test_second_training_run_is_a_new_version(built_workspace, smoke_params):
     params = _sft_only(smoke_params, max_steps=2)
-    first = tasks.sft.run(params, built_workspace.root)["registered_version"]
-    second = tasks.sft.run(params, built_workspace.root)["registered_version"]
+    first = stages.sft.run(params, built_workspace.root)["registered_version"]
+    second = stages.sft.run(params, built_workspace.root)["registered_version"]
     assert int(second) == int(first) + 1
 
 

@@ -14,11 +14,11 @@ import time
 import pytest
 from mlflow import MlflowClient
 
-import tasks.build
-import tasks.cpt
-import tasks.evaluate
-import tasks.rl
-import tasks.sft
+import stages.build
+import stages.cpt
+import stages.evaluate
+import stages.rl
+import stages.sft
 from agentworld.config import GateParams, StageGate
 from agentworld.data.build import load_examples
 from agentworld.data.corpora import build_corpora
@@ -29,7 +29,7 @@ from agentworld.models.factory import ModelLoadError
 from agentworld.training.cpt import mix_documents, trajectory_streams, transition_stream
 from agentworld.training.gates import GateFailed, check_gate, enforce_gate
 from agentworld.training.sft import to_conversations, without_reasoning
-from tasks.paths import StagePaths
+from stages.paths import StagePaths
 from tests.conftest import PROJECT
 from tests.helpers import make_transitions
 
@@ -45,7 +45,7 @@ def params(smoke_params):
 def workspace(tmp_path, params, mlflow_store):
     paths = StagePaths(tmp_path)
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
-    tasks.build.run(params, tmp_path)
+    stages.build.run(params, tmp_path)
     build_corpora(paths.corpora, CORPORA)
     return paths
 
@@ -53,7 +53,7 @@ def workspace(tmp_path, params, mlflow_store):
 def test_stages_chain_and_register_three_versions_with_lineage(workspace, params):
     client = MlflowClient()
     reports = {}
-    for stage in (tasks.cpt, tasks.sft, tasks.rl):
+    for stage in (stages.cpt, stages.sft, stages.rl):
         reports[stage.__name__.split(".")[1]] = stage.run(params, workspace.root)
     cpt, sft, rl = reports["cpt"], reports["sft"], reports["rl"]
     assert cpt["global_step"] == params.cpt.max_steps and sft["global_step"] == params.sft.max_steps
@@ -91,18 +91,18 @@ def test_stages_chain_and_register_three_versions_with_lineage(workspace, params
     assert (resolved.path / MEMORY_FILE).read_text() == memory == (workspace.stage_model("sft") / MEMORY_FILE).read_text()
     assert not (workspace.stage_model("cpt") / MEMORY_FILE).exists()  # CPT never saw it
 
-    metrics = tasks.evaluate.run(params, workspace.root)  # scores the rl model
+    metrics = stages.evaluate.run(params, workspace.root)  # scores the rl model
     assert metrics["stage"] == "rl" and metrics["registered_version"] == int(rl["registered_version"])
 
 
 def test_a_stage_without_its_predecessor_says_which_to_run(workspace, params):
     with pytest.raises(ModelLoadError, match="run `agentworld stage cpt` first"):
-        tasks.sft.run(params, workspace.root)
+        stages.sft.run(params, workspace.root)
 
 
 def test_sft_only_starts_from_scratch(workspace, params):
     scratch = params.model_copy(update={"sft": params.sft.model_copy(update={"init": "scratch"})})
-    report = tasks.sft.run(scratch, workspace.root, register=False)
+    report = stages.sft.run(scratch, workspace.root, register=False)
     assert report["parent_version"] is None and report["global_step"] == params.sft.max_steps
     assert "registered_version" not in report
 
@@ -114,10 +114,10 @@ def test_sft_held_out_curve_scores_real_predictions_against_training_seconds(wor
 
     curve_path = workspace.root / "reports" / "plots" / "sft_heldout_curve.csv"
     scratch = params.model_copy(update={"sft": params.sft.model_copy(update={"init": "scratch"})})
-    tasks.sft.run(scratch, workspace.root, register=False)
+    stages.sft.run(scratch, workspace.root, register=False)
     assert curve_path.read_text().splitlines() == [",".join(CURVE_COLUMNS)]  # off: the DVC output, empty
     measured = scratch.model_copy(update={"sft": scratch.sft.model_copy(update={"curve_every": 4, "curve_examples": 5})})
-    report = tasks.sft.run(measured, workspace.root, register=False)
+    report = stages.sft.run(measured, workspace.root, register=False)
     rows = list(csv.DictReader(curve_path.open()))
     assert [int(r["step"]) for r in rows] == [4, 6]                    # every 4 steps, and the end (6)
     assert 0 < float(rows[0]["train_s"]) < float(rows[1]["train_s"])

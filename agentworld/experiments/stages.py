@@ -53,10 +53,10 @@ def _workspace(root: Path, data_root: Path) -> Path:
 
 
 def _evaluate(params: Params, root: Path, stage: str, parent: str) -> dict[str, Any]:
-    import tasks.evaluate
+    import stages.evaluate
 
     evaluated = params.model_copy(update={"evaluate": params.evaluate.model_copy(update={"stage": stage})})
-    return tasks.evaluate.run(evaluated, root, parent)
+    return stages.evaluate.run(evaluated, root, parent)
 
 
 def _log_result(variant: str, seed: int, metrics: dict[str, Any], wall_s: float, steps: dict[str, int],
@@ -72,9 +72,9 @@ def _log_result(variant: str, seed: int, metrics: dict[str, Any], wall_s: float,
 def run_seed(params: Params, seed: int, variants: Sequence[str], out: Path, data_root: Path,
              parent: str) -> dict[str, dict[str, Any]]:
     """Every asked variant for one seed; returns {variant: {"metrics", "wall_s", "steps"}}."""
-    import tasks.cpt
-    import tasks.rl
-    import tasks.sft
+    import stages.cpt
+    import stages.rl
+    import stages.sft
 
     results: dict[str, dict[str, Any]] = {}
     budget = params.cpt.max_steps + params.sft.max_steps
@@ -84,17 +84,17 @@ def run_seed(params: Params, seed: int, variants: Sequence[str], out: Path, data
     cpt_s = 0.0
     if needs_cpt:
         started = time.monotonic()
-        tasks.cpt.run(seeded, staged, parent, register=False)
+        stages.cpt.run(seeded, staged, parent, register=False)
         cpt_s = time.monotonic() - started
     if {"cpt_sft", "cpt_sft_rl"} & set(variants):
         started = time.monotonic()
-        tasks.sft.run(seeded, staged, parent, register=False)
+        stages.sft.run(seeded, staged, parent, register=False)
         sft_s = time.monotonic() - started
         results["cpt_sft"] = {"metrics": _evaluate(seeded, staged, "sft", parent), "wall_s": cpt_s + sft_s,
                               "steps": {"cpt": params.cpt.max_steps, "sft": params.sft.max_steps}}
         if "cpt_sft_rl" in variants:
             started = time.monotonic()
-            tasks.rl.run(seeded, staged, parent, register=False)
+            stages.rl.run(seeded, staged, parent, register=False)
             results["cpt_sft_rl"] = {"metrics": _evaluate(seeded, staged, "rl", parent),
                                      "wall_s": cpt_s + sft_s + time.monotonic() - started,
                                      "steps": {**results["cpt_sft"]["steps"], "rl": params.rl.max_steps}}
@@ -106,7 +106,7 @@ def run_seed(params: Params, seed: int, variants: Sequence[str], out: Path, data
             shutil.copytree(src, dest, dirs_exist_ok=True) if src.is_dir() else shutil.copy(src, dest)
         no_reasoning = _with(params, seed, sft={"reasoning": False})
         started = time.monotonic()
-        tasks.sft.run(no_reasoning, plain, parent, register=False)
+        stages.sft.run(no_reasoning, plain, parent, register=False)
         results["cpt_sft_no_reasoning"] = {"metrics": _evaluate(no_reasoning, plain, "sft", parent),
                                            "wall_s": cpt_s + time.monotonic() - started,
                                            "steps": {"cpt": params.cpt.max_steps, "sft": params.sft.max_steps}}
@@ -114,7 +114,7 @@ def run_seed(params: Params, seed: int, variants: Sequence[str], out: Path, data
         alone = _workspace(out / f"seed{seed}" / "sft_only", data_root)
         sft_only = _with(params, seed, sft={"init": "scratch", "max_steps": budget})
         started = time.monotonic()
-        tasks.sft.run(sft_only, alone, parent, register=False)
+        stages.sft.run(sft_only, alone, parent, register=False)
         results["sft_only"] = {"metrics": _evaluate(sft_only, alone, "sft", parent),
                                "wall_s": time.monotonic() - started, "steps": {"sft": budget}}
     for variant, result in results.items():

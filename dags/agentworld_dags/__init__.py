@@ -3,7 +3,7 @@ schedules and parametrises, nothing else):
 
 - `form`: the trigger form, generated from the params schema;
 - `runs`: a run's resolved settings and its workspace folder (runs/airflow/<run_id>/);
-- `stages`: running a stage (or an agent phase) in a process of its own, gates;
+- `launch`: running a stage (or an agent phase) in a process of its own, gates;
 - `assets`: the validated-trajectories Assets and their events;
 - `taskflow`: the TaskFlow task factories and chains several DAGs use.
 

@@ -45,7 +45,7 @@ def run_stage(stage: str, run_id: str, parent_run_id: str, domains: list[str] | 
     With `distributed.compute: cluster`, training stages go through the multi-node launcher
     (deepspeed / accelerate launch) and their summary is the stage's training report.
     """
-    from tasks import TRAINING_STAGES
+    from stages import TRAINING_STAGES
 
     root, params = run_root(run_id), run_params(run_id)
     args = ["stage", stage, "--params", str(run_params_path(run_id)), "--root", str(root)]

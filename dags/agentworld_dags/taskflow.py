@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from agentworld.config import ParamsError, load_params
 from agentworld.tracking.runs import project_root
 from agentworld_dags.runs import resolve_run, start_run
-from agentworld_dags.stages import gate_stage, plan_domains, run_stage
+from agentworld_dags.launch import gate_stage, plan_domains, run_stage
 
 T = TypeVar("T", bound=Callable[..., Any])
 
@@ -63,7 +63,7 @@ def gated_training_tasks(stage: str) -> tuple[Any, Any]:
 def gated_training_chain(parent: Any, *inputs: Any) -> Any:
     """cpt -> gate_cpt -> sft -> gate_sft -> rl -> gate_rl -> evaluate -> promote after `inputs`
     (the corpora and build tasks): the training DAGs' shared chain; returns the promote task."""
-    from tasks import TRAINING_STAGES
+    from stages import TRAINING_STAGES
 
     passed = inputs
     for stage in TRAINING_STAGES:
