@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from airflow.sdk import dag, get_current_context, task
 
 from agentworld_dags.form import trigger_params
-from agentworld_dags.runs import resolve_run
 from agentworld_dags.launch import agent_phase
+from agentworld_dags.runs import resolve_run
 from agentworld_dags.taskflow import settings_errors_fail_once
 
 AGENT_PARAMS = ["agent_world_model", "agent_init", "agent_rl_env", "agent_rl_budget_s", "agent_bc_steps",

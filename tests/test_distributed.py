@@ -361,7 +361,7 @@ def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(t
     import yaml
 
     from agentworld.profiles import write_profile
-    from agentworld_dags import form, runs, stages
+    from agentworld_dags import form, launch, runs
     from tests.conftest import SMOKE_PARAMS
 
     write_profile(SMOKE_PARAMS, tmp_path / "params.yaml")
@@ -382,8 +382,8 @@ def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(t
         report.write_text(json.dumps({"stage": "sft", "global_step": 6}))
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr(stages.subprocess, "run", fake_run)
-    report = stages.run_stage("sft", "r1", "parent-run")
+    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+    report = launch.run_stage("sft", "r1", "parent-run")
     argv, kwargs = calls[0]
     assert argv[:3] == ["deepspeed", "--hostfile", str(hostfile)]
     assert argv[argv.index("--num_nodes") + 1] == "2" and argv[argv.index("--num_gpus") + 1] == "8"

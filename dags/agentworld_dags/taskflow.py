@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 from agentworld.config import ParamsError, load_params
 from agentworld.tracking.runs import project_root
-from agentworld_dags.runs import resolve_run, start_run
 from agentworld_dags.launch import gate_stage, plan_domains, run_stage
+from agentworld_dags.runs import resolve_run, start_run
 
 T = TypeVar("T", bound=Callable[..., Any])
 
