@@ -408,7 +408,7 @@ class AgentParams(_Section):
 
 
 class ScheduleParams(_Section):
-    """When the `nightly_retrain` DAG runs by itself (Airflow cron); off in the demo."""
+    """When the `agentworld_pipeline` DAG runs by itself (Airflow cron); off in the demo."""
 
     nightly: bool = False
     cron: str = Field("0 2 * * *", min_length=9)

@@ -49,15 +49,15 @@ def test_dagbag_has_no_import_errors(airflow_env):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
-    assert {"agentworld_pipeline", "collect_and_validate", "world_model_training", "nightly_retrain",
+    assert {"agentworld_pipeline", "collect_and_validate", "world_model_training",
             "synthetic_trajectories", "agent_rl"} <= set(result["dags"])
 
 
-def test_nightly_retrain_cron_is_off_in_the_demo_and_on_in_production(airflow_env):
+def test_pipeline_cron_is_off_in_the_demo_and_on_in_production(airflow_env):
     """The cron comes from params.yaml: none in the demo profile, `schedule.cron` in production."""
     workspace = Path(airflow_env["AGENTWORLD_HOME"])
     code = ("import json;" + DAGBAG +
-            "d = b.dags['nightly_retrain']; print(json.dumps({'schedule': getattr(d.timetable, 'expression', None)}))")
+            "d = b.dags['agentworld_pipeline']; print(json.dumps({'schedule': getattr(d.timetable, 'expression', None)}))")
     shutil.copy(PROJECT / "params.yaml", workspace / "params.yaml")
     demo = _python(code, airflow_env)
     write_profile(PROJECT / "profiles" / "production.yaml", workspace / "params.yaml")

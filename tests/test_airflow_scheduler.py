@@ -136,25 +136,19 @@ def _wait_for_new_run(stack: AirflowStack, dag_id: str, before: set[str], timeou
     raise TimeoutError(f"no new {dag_id} run within {timeout:.0f} s")
 
 
-def test_agentworld_pipeline_runs_end_to_end(stack):
-    conf = {"episodes_per_domain": 16, "sft_steps": 8, "eval_examples": 4}
-    run, states = _succeeded(stack, "agentworld_pipeline", conf)
-    assert set(states) == {"start", "collect", "validate", "corpora", "build", "cpt", "sft", "rl", "evaluate",
-                           "promote"}
-    run_dir = stack.run_dir(run["dag_run_id"])
-    assert json.loads((run_dir / "reports" / "eval_metrics.json").read_text())["examples"] == 4
-    assert json.loads((run_dir / "reports" / "train" / "sft.json").read_text())["global_step"] == 8
-    assert json.loads((run_dir / "reports" / "collect" / "terminal.json").read_text())["episodes"] == 16
-
-
-def test_nightly_retrain_runs_and_records_its_promotion_decision(stack):
+def test_agentworld_pipeline_runs_end_to_end_and_records_its_promotion_decision(stack):
     from mlflow import MlflowClient
 
     conf = {"domains": ["terminal", "mcp"], "episodes_per_domain": 12, "cpt_steps": 4, "sft_steps": 4,
             "rl_steps": 1, "eval_examples": 6}
-    run, states = _succeeded(stack, "nightly_retrain", conf)
-    assert {"collect[0]", "collect[1]", "validate[0]", "validate[1]", "gate_rl", "promote"} <= set(states)
-    promotion = json.loads((stack.run_dir(run["dag_run_id"]) / "reports" / "promotion.json").read_text())
+    run, states = _succeeded(stack, "agentworld_pipeline", conf)
+    assert {"start", "plan", "collect[0]", "collect[1]", "validate[0]", "validate[1]", "corpora", "build", "cpt",
+            "gate_cpt", "sft", "gate_sft", "rl", "gate_rl", "evaluate", "promote"} == set(states)
+    run_dir = stack.run_dir(run["dag_run_id"])
+    assert json.loads((run_dir / "reports" / "eval_metrics.json").read_text())["examples"] == 6
+    assert json.loads((run_dir / "reports" / "train" / "sft.json").read_text())["global_step"] == 4
+    assert json.loads((run_dir / "reports" / "collect" / "terminal.json").read_text())["episodes"] == 12
+    promotion = json.loads((run_dir / "reports" / "promotion.json").read_text())
     client = MlflowClient(tracking_uri=stack.env["MLFLOW_TRACKING_URI"])
     version = client.get_model_version("agentworld-world-model", str(promotion["challenger_version"]))
     assert version.tags["promotion"] == ("promoted" if promotion["promoted"] else "refused")
@@ -198,7 +192,7 @@ def test_agent_rl_trains_in_the_simulator_and_evaluates_on_the_real_terminal(sta
 
 def test_every_dag_in_the_folder_has_a_real_scheduler_test(stack):
     """A DAG added later must get its test here too."""
-    tested = {"collect_and_validate", "world_model_training", "agentworld_pipeline", "nightly_retrain",
+    tested = {"collect_and_validate", "world_model_training", "agentworld_pipeline",
               "synthetic_trajectories", "agent_rl"}
     dags = {d["dag_id"] for d in stack.client.get("/dags", params={"limit": 100}).json()["dags"]}
     assert dags == tested
