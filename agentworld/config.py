@@ -573,25 +573,36 @@ def profile_base(path: Path, name: str) -> Path:
     return path.parent.parent / DEFAULT_PARAMS_PATH.name if name == BASE_PROFILE else path.parent / f"{name}.yaml"
 
 
-def resolve_profile(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A params file's values: the file itself, or for an overlay (`extends: NAME`, in
-    profiles/) its base's values with the overlay applied (`merge_patch`)."""
-    raw = read_mapping(path)
-    name = raw.pop("extends", None)
-    if name is None:
-        return raw
-    if path.resolve() in _seen:
-        raise ParamsError(f"{path}: `extends` goes round in a circle ({' -> '.join(str(p) for p in _seen)})")
-    if path.name == DEFAULT_PARAMS_PATH.name:
-        raise ParamsError(f"{path}: `extends` belongs to profiles/ overlays; DVC reads every value from params.yaml, "
-                          f"so write it whole with `agentworld profile {raw.get('profile', name)}`")
-    base_path = profile_base(path, str(name))
-    base = resolve_profile(base_path, (*_seen, path.resolve()))
-    if name == BASE_PROFILE and base.get("profile", BASE_PROFILE) != BASE_PROFILE:
-        raise ParamsError(f"{path} extends the {BASE_PROFILE} profile, but {base_path} holds profile "
-                          f"{base.get('profile')!r} (written by `agentworld profile`); restore it with "
-                          f"`git checkout {base_path.name}`")
-    return merge_patch(base, raw)
+def overlay_chain(path: Path) -> tuple[Path, list[Path]]:
+    """The base params file of `path` and the overlays (`extends: NAME`) to apply to it,
+    base-most first; a file that extends nothing is its own base."""
+    chain: list[Path] = []
+    while (name := read_mapping(path).get("extends")) is not None:
+        if path.name == DEFAULT_PARAMS_PATH.name:
+            raise ParamsError(f"{path}: `extends` belongs to profiles/ overlays; DVC reads every value from "
+                              f"params.yaml, so write it whole with `agentworld profile "
+                              f"{read_mapping(path).get('profile', name)}`")
+        if path.resolve() in {p.resolve() for p in chain}:
+            raise ParamsError(f"{path}: `extends` goes round in a circle ({' -> '.join(str(p) for p in chain)})")
+        chain.insert(0, path)
+        path = profile_base(path, str(name))
+    return path, chain
+
+
+def resolve_profile(path: Path) -> dict[str, Any]:
+    """A params file's values: the file itself, or for an overlay (in profiles/) its base's
+    values with each overlay of the chain applied (`merge_patch`)."""
+    base, chain = overlay_chain(path)
+    raw = read_mapping(base)
+    if chain and read_mapping(chain[0])["extends"] == BASE_PROFILE and raw.get("profile", BASE_PROFILE) != BASE_PROFILE:
+        raise ParamsError(f"{chain[0]} extends the {BASE_PROFILE} profile, but {base} holds profile "
+                          f"{raw.get('profile')!r} (written by `agentworld profile`); restore it with "
+                          f"`git checkout {base.name}`")
+    for overlay in chain:
+        patch = read_mapping(overlay)
+        patch.pop("extends")
+        raw = merge_patch(raw, patch)
+    return raw
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS_PATH, overrides: dict[str, Any] | None = None) -> Params:

@@ -22,9 +22,8 @@ from agentworld.config import (
     DEFAULT_PARAMS_PATH,
     ParamsError,
     load_params,
+    overlay_chain,
     parse_params,
-    profile_base,
-    read_mapping,
     resolve_profile,
 )
 
@@ -41,17 +40,6 @@ def profile_path(name_or_path: str | Path, profiles_dir: Path = PROFILES_DIR) ->
         there = sorted(p.stem for p in path.parent.glob("*.yaml")) if path.parent.exists() else []
         raise ParamsError(f"{path}: no such profile (profiles: {', '.join(there) or 'none'})")
     return path
-
-
-def overlay_chain(path: Path) -> tuple[Path, list[Path]]:
-    """The base params file and the overlays to apply to it, base-most first."""
-    chain: list[Path] = []
-    while (name := read_mapping(path).get("extends")) is not None:
-        chain.insert(0, path)
-        if len(chain) > 16:
-            raise ParamsError(f"{path}: `extends` goes round in a circle")
-        path = profile_base(path, str(name))
-    return path, chain
 
 
 def write_profile(profile: str | Path, out: Path = DEFAULT_PARAMS_PATH, profiles_dir: Path = PROFILES_DIR) -> Path:
@@ -74,8 +62,8 @@ def write_profile(profile: str | Path, out: Path = DEFAULT_PARAMS_PATH, profiles
     buffer = io.StringIO()
     yaml.dump(document, buffer)
     header = (f"# Written by `agentworld profile {name}`: {base.name} with {', '.join(str(p) for p in chain)}\n"
-              f"# applied. Edit the profile, not this file, to keep a change; `git checkout {DEFAULT_PARAMS_PATH.name}`\n"
-              f"# restores the {BASE_PROFILE}.\n")
+              f"# applied. Edit the profile, not this file, to keep a change;\n"
+              f"# `git checkout {DEFAULT_PARAMS_PATH.name}` restores the {BASE_PROFILE}.\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + buffer.getvalue() if name != BASE_PROFILE else buffer.getvalue())
     if load_params(out).model_dump() != expected:
@@ -96,7 +84,8 @@ def _apply(target: CommentedMap, patch: CommentedMap, profile: str, values: dict
             continue
         target[key] = _styled_like(target.get(key), values[key] if value is None else value)
         if key != "profile" and not target.fa.flow_style():  # no comments inside `{a: 1, b: 2}`
-            _note(target, key, _comment_of(patch, key) or f"{profile} profile{': the default' if value is None else ''}")
+            default = ": the default" if value is None else ""
+            _note(target, key, _comment_of(patch, key) or f"{profile} profile{default}")
 
 
 def _styled_like(old: Any, new: Any) -> Any:

@@ -8,13 +8,8 @@ from typing import Any
 
 from agentworld_dags.runs import run_root
 
-# Logical datasets (URIs name them; where a run wrote them is in each event's `extra`).
 VALIDATED_URI = "agentworld://datasets/validated-trajectories"
-
-
 VALIDATED_DOMAIN_URI = "agentworld://datasets/validated/{domain}"
-
-
 VALIDATED_ALIAS = "agentworld-validated-domain"
 
 
