@@ -100,6 +100,11 @@ class BuildParams(_Section):
     retrieval_k: int = Field(1, ge=0, le=16)
     #: Characters of each retrieved observation shown.
     retrieval_max_chars: int = Field(400, ge=16)
+    #: Rank candidates with a scorer learnt on the training split (agentworld/data/reranker.py):
+    #: the memory then shows its best `retrieval_k` of the `retrieval_pool` nearest transitions
+    #: and the episode's own earlier answer and previous observation. false: TF-IDF order.
+    rerank: bool = True
+    retrieval_pool: int = Field(8, ge=1, le=64)
     #: Train the model to answer with a copy op (`[[copy memory 1]]`, `[[copy previous]]`) where
     #: that source's observation has at least this token F1 with the real one (1.0: exact copies
     #: only; agentworld/data/copying.py); null: always literal targets.
@@ -277,7 +282,8 @@ class EvaluateParams(_Section):
     judge_model: str | None = None
     #: Floors every report shows next to the model (agentworld/evaluation/baselines.py);
     #: episode_retrieval is the stronger lookup that also answers a repeated action as before.
-    baselines: list[Literal["retrieval", "copy_previous", "untrained", "episode_retrieval"]] = Field(
+    #: ranked_memory is the world model's own first memory candidate (its learned ranking, no LM).
+    baselines: list[Literal["retrieval", "copy_previous", "untrained", "episode_retrieval", "ranked_memory"]] = Field(
         default_factory=lambda: ["retrieval", "copy_previous", "untrained"])
     #: Long-horizon consistency: roll the model forward on the recorded actions of this many
     #: held-out episodes for up to `rollout_horizon` steps, feeding its own predictions back.

@@ -27,7 +27,9 @@ def _per_domain(folder: Path, totals: tuple[str, ...], only: Sequence[str] | Non
 
 
 #: Systems of the evaluation report: the world model, then its baselines.
-SYSTEMS = ("world_model", "retrieval", "episode_retrieval", "copy_previous", "untrained")
+SYSTEMS = ("world_model", "ranked_memory", "retrieval", "episode_retrieval", "copy_previous", "untrained")
+#: Parts of the world model scored alone: what its language model adds, not floors to beat.
+ABLATIONS = ("ranked_memory",)
 
 
 def collect_summary(root: Path, domains: Sequence[str] | None = None) -> dict[str, Any]:
@@ -102,6 +104,15 @@ def baseline_comparison(evaluate: dict[str, Any], baselines: Sequence[str]) -> l
     return lines
 
 
+def ablation_lines(evaluate: dict[str, Any], ablations: Sequence[str]) -> list[str]:
+    """One line per part of the world model scored alone, next to the whole model."""
+    mine = evaluate["world_model"]["all"]
+    return [f"world model vs {name} alone (overall): judge {mine['judge_overall']:.1f} vs "
+            f"{evaluate[name]['all']['judge_overall']:.1f}, exact match {mine['exact_match']:.3f} vs "
+            f"{evaluate[name]['all']['exact_match']:.3f}, token F1 {mine['token_f1']:.3f} vs "
+            f"{evaluate[name]['all']['token_f1']:.3f}" for name in ablations]
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     lines = ["", "=== AgentWorld pipeline summary ==="]
     collect, validate, train, evaluate = (summary.get(k) or {} for k in ("collect", "validate", "train", "evaluate"))
@@ -128,7 +139,8 @@ def render_summary(summary: dict[str, Any]) -> str:
                 cells.append(f"{v.get('judge_overall', float('nan')):6.1f} {v.get('exact_match', float('nan')):6.3f} "
                              f"{v.get('token_f1', float('nan')):6.3f}" if v else "n/a")
             lines.append(f"{domain:12s} " + " ".join(f"{c:>22s}" for c in cells))
-        lines += baseline_comparison(evaluate, [s for s in systems if s != "world_model"])
+        lines += baseline_comparison(evaluate, [s for s in systems if s != "world_model" and s not in ABLATIONS])
+        lines += ablation_lines(evaluate, [s for s in ABLATIONS if s in evaluate])
         if evaluate.get("rollout_below_baseline_from"):
             lines.append(describe_crossings(evaluate["rollout_below_baseline_from"], evaluate["rollout_steps"]))
     promote = summary.get("promote") or {}

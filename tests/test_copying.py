@@ -63,7 +63,8 @@ def test_build_targets_copy_only_training_sources_and_expand_back_to_the_truth(t
     by_target: dict[str | None, int] = {}
     for example in train + test:
         assert example.retrieved is not None and len(example.retrieved) <= 2
-        assert set(example.retrieved) <= train_observations    # sources: the training split only
+        # Sources: the training split, and (ranked in by the scorer) the example's own history.
+        assert set(example.retrieved) <= train_observations | {o for _, o in example.history}
         by_target[example.target] = by_target.get(example.target, 0) + 1
         if example.target is None:
             continue
@@ -74,10 +75,12 @@ def test_build_targets_copy_only_training_sources_and_expand_back_to_the_truth(t
     assert by_target.get(COPY_EARLIER, 0) >= 25                  # the repeated ls: the same action a turn ago
     assert by_target.get(copy_memory(1), 0) >= 25                # the help text every episode shares
     assert by_target.get(None, 0) >= 25                          # unique answers stay literal
-    # A training example never copies from its own episode.
+    # A training example copies from its own episode only what its history already shows.
     for example in train:
         own = int(episode_of(example.id).rsplit("-", 1)[1])
-        assert not any(f"file{own}.txt " in text or f"unique {own} " in text for text in example.retrieved)
+        history = {o for _, o in example.history}
+        assert all(text in history for text in example.retrieved
+                   if f"file{own}.txt " in text or f"unique {own} " in text)
 
 
 def test_build_without_copy_ops_keeps_literal_targets(tmp_path):

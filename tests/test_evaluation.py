@@ -177,7 +177,9 @@ def test_eval_cli_scores_the_champion_with_baselines_and_compares_versions(bench
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"]["registered_version"] == str(v1)
-    assert set(summary["systems"]) == {"world_model", "retrieval", "episode_retrieval", "copy_previous", "untrained"}
+    # ranked_memory: the registered version's memory came with its scorer through the registry.
+    assert set(summary["systems"]) == {"world_model", "retrieval", "episode_retrieval", "ranked_memory",
+                                       "copy_previous", "untrained"}
     for system, table in summary["systems"].items():
         assert set(table) == {"terminal", "all"}
         for metric in ("format", "realism", "quality", "judge_overall"):  # apply to every record
@@ -187,7 +189,8 @@ def test_eval_cli_scores_the_champion_with_baselines_and_compares_versions(bench
         assert 0.0 <= table["all"]["exact_match"] <= table["all"]["token_f1"] + 1e-9 <= 1.0 + 1e-9
     assert "| domain | n | format | factuality | consistency | realism | quality |" in result.output
     assert summary["rollout"]["world_model"] and summary["by_turn"]["untrained"]
-    assert set(summary["rollout_below_baseline_from"]) == {"retrieval", "episode_retrieval", "copy_previous", "untrained"}
+    assert set(summary["rollout_below_baseline_from"]) == {"retrieval", "episode_retrieval", "ranked_memory",
+                                                              "copy_previous", "untrained"}
     steps = len(summary["rollout"]["world_model"])
     assert f"Free-running over {steps} steps, the world model is" in (out / "summary.md").read_text()
     for name in ("predictions/world_model.jsonl", "judged/local/untrained.jsonl", "worst_examples.md",

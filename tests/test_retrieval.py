@@ -7,11 +7,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import pytest
+
 from agentworld.config import BuildParams
 from agentworld.data.awbench import read_bench
 from agentworld.data.build import build_datasets, load_examples
 from agentworld.data.prompts import parse_observation
-from agentworld.data.retrieval import MEMORY_FILE, MEMORY_HEADER, RetrievalMemory, episode_of
+from agentworld.data.retrieval import MEMORY_FILE, MEMORY_HEADER, OWN_HEADER, RetrievalMemory, episode_of
 from agentworld.evaluation.run import retrieval_generate
 from tests.helpers import make_transitions
 
@@ -22,8 +24,17 @@ def episodes_in(text: str) -> set[int]:
     return {int(m) for m in WORD.findall(text)}
 
 
-def test_memory_holds_the_training_split_and_no_example_sees_its_own_episode(tmp_path):
-    params = BuildParams(test_fraction=0.3, history_turns=3, retrieval_k=2)
+def entries_of(block: str) -> list[tuple[str, str]]:
+    """(header, text) of each entry of a memory block."""
+    parts = re.split(f"^({re.escape(MEMORY_HEADER)}|{re.escape(OWN_HEADER)})", block, flags=re.M)
+    return [(parts[i], parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
+
+
+@pytest.mark.parametrize("rerank", [False, True])
+def test_memory_holds_the_training_split_and_no_example_sees_its_own_episode(tmp_path, rerank):
+    """Retrieved transitions come from other training episodes only; with the scorer, the
+    episode's own candidates are turns of the history the prompt already shows."""
+    params = BuildParams(test_fraction=0.3, history_turns=3, retrieval_k=2, rerank=rerank)
     build_datasets(make_transitions(episodes=30, turns=4), params, tmp_path)
     train, test = load_examples(tmp_path / "sft" / "train.jsonl"), load_examples(tmp_path / "sft" / "test.jsonl")
     train_episodes = {episode_of(e.id) for e in train}
@@ -40,18 +51,22 @@ def test_memory_holds_the_training_split_and_no_example_sees_its_own_episode(tmp
         assert example.memory is not None and len(example.memory) == 1  # the current action's
         own = int(episode_of(example.id).split("-")[-1])
         for block in example.memory:
-            if block:
-                shown += 1
-                assert block.startswith(MEMORY_HEADER)
-            seen = episodes_in(block)
-            assert own not in seen, (example.id, block)  # never the example's own episode
-            assert not seen & held_out_words, (example.id, block)  # never a held-out episode
-    assert shown > len(train) * 0.9  # memory blocks are really shown
+            shown += any(header == MEMORY_HEADER for header, _ in entries_of(block))
+            for header, text in entries_of(block):
+                if header == OWN_HEADER:
+                    shown_text = text.split("\n", 2)[2].rstrip("\n")
+                    assert rerank and shown_text in {o for _, o in example.history}, (example.id, block)
+                    continue
+                seen = episodes_in(text)
+                assert own not in seen, (example.id, block)  # never the example's own episode
+                assert not seen & held_out_words, (example.id, block)  # never a held-out episode
+    assert shown > len(train) * 0.9  # retrieved transitions are really shown
 
     # The memory is what the model's prompt carries after the current action; earlier turns
     # show their real observations and no memory.
     messages = test[-1].prompt_messages()
-    assert messages[-1]["content"].startswith(test[-1].action + "\n\n" + MEMORY_HEADER)
+    assert messages[-1]["content"].startswith(test[-1].action + "\n\n")
+    assert entries_of(messages[-1]["content"])
     assert [m["content"] for m in messages[1:-1:2]] == [action for action, _ in test[-1].history]
 
 
@@ -91,15 +106,16 @@ def test_the_same_action_ranks_first_and_the_memory_says_so():
     query = _turn("c", 1, "echo $HOME", "/home/agent\n", env_dump)
     assert [e.action for e in memory.lookup("terminal", query.action, query.history[-1])] == \
         ["echo $HOME", 'echo "$DB_PASSWORD" > token.txt']
-    block = memory.annotate(query).memory[0]
+    block = memory.annotate([query])[0].memory[0]
     assert block.startswith(f"{MEMORY_HEADER} (same action)\n>>> echo $HOME\n/home/agent")
     assert f"{MEMORY_HEADER}\n>>> echo \"$DB_PASSWORD\"" in block  # a different action: no note
 
 
-def test_the_retrieval_baseline_is_the_first_neighbour_the_world_model_is_shown(tmp_path):
+def test_the_retrieval_baseline_is_the_first_neighbour_a_memory_without_scorer_shows(tmp_path):
     from agentworld.evaluation.baselines import RetrievalBaseline
 
-    build_datasets(make_transitions(episodes=30, turns=4), BuildParams(test_fraction=0.3, retrieval_k=2), tmp_path)
+    build_datasets(make_transitions(episodes=30, turns=4), BuildParams(test_fraction=0.3, retrieval_k=2, rerank=False),
+                   tmp_path)
     train, test = load_examples(tmp_path / "sft" / "train.jsonl"), load_examples(tmp_path / "sft" / "test.jsonl")
     predicted = RetrievalBaseline(train).predict(test)
     assert predicted == [e.retrieved[0] if e.retrieved else "" for e in test]

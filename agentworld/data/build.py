@@ -17,7 +17,7 @@ from agentworld.data.awbench import BenchRecord, write_bench
 from agentworld.data.copying import best_copy
 from agentworld.data.io import read_jsonl, write_jsonl
 from agentworld.data.prompts import WorldModelExample, system_prompt
-from agentworld.data.retrieval import RetrievalMemory, episode_of
+from agentworld.data.retrieval import RetrievalMemory
 from agentworld.data.schema import Transition, group_trajectories
 from agentworld.envs.rationale import episode_rationales
 
@@ -120,13 +120,16 @@ def example_record(example: WorldModelExample) -> dict[str, Any]:
 
 def with_memory(train: list[WorldModelExample], test: list[WorldModelExample], params: BuildParams
                 ) -> tuple[list[WorldModelExample], list[WorldModelExample], RetrievalMemory | None]:
-    """Both splits with retrieval memory blocks from the training split alone; a training
-    example never retrieves from its own episode."""
+    """Both splits with retrieval memory blocks from the training split alone (the candidate
+    scorer, with `build.rerank`, is fitted on it too); a training example never retrieves from
+    its own episode."""
     if not params.retrieval_k:
         return train, test, None
-    memory = RetrievalMemory.from_examples(train, params.retrieval_k, params.retrieval_max_chars)
-    return ([memory.annotate(e, exclude_episode=episode_of(e.id)) for e in train],
-            [memory.annotate(e) for e in test], memory)
+    memory = RetrievalMemory.from_examples(train, params.retrieval_k, params.retrieval_max_chars,
+                                           params.retrieval_pool)
+    if params.rerank:
+        memory.fit_scorer(train, params.seed)
+    return memory.annotate(train, exclude_own_episode=True), memory.annotate(test), memory
 
 
 def with_copy_targets(examples: list[WorldModelExample], min_f1: float | None) -> list[WorldModelExample]:

@@ -10,6 +10,12 @@ build stage never hands it a held-out one). A training example never retrieves f
 episode, so the model learns to use neighbours as it will at inference, not to echo itself.
 The memory is saved next to the model (`MEMORY_FILE` in the checkpoint directory and the
 registry version's run), so every backend that loads the model shows it the same memory.
+
+With a candidate scorer (agentworld/data/reranker.py, fitted on the training split by the
+build stage and saved in the memory file's header), the block shows the scorer's best
+`k` of a wider pool: the `pool` best TF-IDF neighbours and the episode's own earlier answer to
+the same action and previous observation. `lookup`, what the retrieval baseline uses, stays the
+plain TF-IDF nearest neighbour.
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agentworld.data.prompts import WorldModelExample
+from agentworld.data.reranker import Candidate, CandidateScorer, Turn
 
 MEMORY_FILE = "retrieval_memory.jsonl"
 #: Where a training stage's MLflow run keeps the memory of the version it registers.
 MEMORY_ARTIFACT = "memory"
 MEMORY_HEADER = "Similar real transition:"
+#: The header of a candidate from the episode being predicted (its earlier or previous turn).
+OWN_HEADER = "Earlier in this episode:"
 
 
 @dataclass(frozen=True)
@@ -62,12 +71,15 @@ SAME_ACTION_NOTE = " (same action)"
 
 
 class RetrievalMemory:
-    """Per-domain TF-IDF index over training transitions; `k` neighbours per lookup."""
+    """Per-domain TF-IDF index over training transitions; `k` neighbours per lookup, or the
+    scorer's best `k` of `pool` neighbours and the episode's own turns."""
 
-    def __init__(self, entries: Sequence[MemoryEntry], k: int = 1, max_chars: int = 400) -> None:
+    def __init__(self, entries: Sequence[MemoryEntry], k: int = 1, max_chars: int = 400, pool: int = 8,
+                 scorer: CandidateScorer | None = None) -> None:
         if k < 1:
             raise ValueError("retrieval memory needs k >= 1 (build.retrieval_k)")
         self.entries, self.k, self.max_chars = list(entries), k, max_chars
+        self.pool, self.scorer = max(pool, k), scorer
         self._index: dict[str, tuple[TfidfVectorizer, object, list[int]]] = {}
         for domain in sorted({e.domain for e in self.entries}):
             rows = [i for i, e in enumerate(self.entries) if e.domain == domain]
@@ -79,23 +91,24 @@ class RetrievalMemory:
         self._actions = np.array([e.action for e in self.entries], dtype=object)
 
     @classmethod
-    def from_examples(cls, train: Sequence[WorldModelExample], k: int = 1, max_chars: int = 400) -> RetrievalMemory:
+    def from_examples(cls, train: Sequence[WorldModelExample], k: int = 1, max_chars: int = 400,
+                      pool: int = 8) -> RetrievalMemory:
         """The memory of a training split (never pass held-out examples here)."""
         entries = [MemoryEntry(domain=e.domain, episode=episode_of(e.id), action=e.action, observation=e.observation,
                                previous_action=e.history[-1][0] if e.history else "",
                                previous_observation=e.history[-1][1] if e.history else "")
                    for e in train]
-        return cls(entries, k, max_chars)
+        return cls(entries, k, max_chars, pool)
 
     @property
     def episodes(self) -> set[str]:
         return set(self._episodes.tolist())
 
-    def lookup(self, domain: str, action: str, previous: tuple[str, str] | None,
-               exclude_episode: str | None = None) -> list[MemoryEntry]:
-        """The `k` most similar transitions of `domain` (none from `exclude_episode`): the same
-        action first, then TF-IDF similarity of action and previous turn; fewer when nothing
-        shares a token with the query."""
+    def _nearest(self, domain: str, action: str, previous: tuple[str, str] | None,
+                 exclude_episode: str | None, n: int) -> list[tuple[MemoryEntry, float]]:
+        """The `n` most similar transitions of `domain` with their scores (none from
+        `exclude_episode`): the same action first, then TF-IDF similarity of action and
+        previous turn; fewer when nothing shares a token with the query."""
         if domain not in self._index:
             return []
         vectorizer, matrix, rows = self._index[domain]
@@ -103,36 +116,87 @@ class RetrievalMemory:
         scores += SAME_ACTION_BONUS * (self._actions[rows] == action)
         if exclude_episode is not None:
             scores[self._episodes[rows] == exclude_episode] = -1.0
-        best = np.argsort(-scores, kind="stable")[: self.k]
-        return [self.entries[rows[i]] for i in best if scores[i] > 0]
+        best = np.argsort(-scores, kind="stable")[:n]
+        return [(self.entries[rows[i]], float(scores[i])) for i in best if scores[i] > 0]
 
-    def render(self, entries: Sequence[MemoryEntry], action: str | None = None) -> str:
-        """The memory block a user turn carries after its action; a transition of the same
-        action says so in its header, a cue a small model cannot easily compute itself."""
-        return "\n".join(f"{MEMORY_HEADER}{SAME_ACTION_NOTE if e.action == action else ''}\n>>> {e.action}\n"
-                         f"{e.observation[: self.max_chars]}" for e in entries)
+    def lookup(self, domain: str, action: str, previous: tuple[str, str] | None,
+               exclude_episode: str | None = None) -> list[MemoryEntry]:
+        """The `k` TF-IDF nearest transitions of `domain` (see `_nearest`); no scorer."""
+        return [entry for entry, _ in self._nearest(domain, action, previous, exclude_episode, self.k)]
 
-    def annotate(self, example: WorldModelExample, exclude_episode: str | None = None) -> WorldModelExample:
-        """The example with a memory block after its current action, looked up from the action
-        and the turn before it, and the retrieved observations in full (what copy ops copy).
+    def candidates(self, example: WorldModelExample, exclude_episode: str | None = None) -> list[Candidate]:
+        """What the scorer ranks for `example`: the episode's own answer to the same action
+        earlier and its previous observation, then the `pool` nearest training transitions."""
+        previous = example.history[-1] if example.history else None
+        own = []
+        if (earlier := example.earlier()) is not None:
+            own.append(Candidate("earlier", example.action, earlier[1], turns_ago=earlier[0]))
+        if previous is not None:
+            own.append(Candidate("previous", previous[0], previous[1], turns_ago=1))
+        found = self._nearest(example.domain, example.action, previous, exclude_episode, self.pool)
+        return own + [Candidate("retrieved", e.action, e.observation, rank=rank, similarity=score,
+                                previous_action=e.previous_action, previous_observation=e.previous_observation)
+                      for rank, (e, score) in enumerate(found, start=1)]
+
+    def shown(self, examples: Sequence[WorldModelExample], exclude_own_episode: bool = False
+              ) -> list[list[Candidate]]:
+        """The `k` candidates each example's memory block shows: the scorer's best distinct
+        observations, or without a scorer the TF-IDF nearest transitions (from other episodes
+        than the example's own with `exclude_own_episode`, as for training examples)."""
+        exclude = [episode_of(e.id) if exclude_own_episode else None for e in examples]
+        if self.scorer is None:
+            return [[Candidate("retrieved", m.action, m.observation)
+                     for m in self.lookup(e.domain, e.action, e.history[-1] if e.history else None, x)]
+                    for e, x in zip(examples, exclude, strict=True)]
+        ranked = self.scorer.rank([(Turn(e.domain, e.action, e.history, e.system), self.candidates(e, x))
+                                   for e, x in zip(examples, exclude, strict=True)])
+        return [self._distinct(cands)[: self.k] for cands in ranked]
+
+    @staticmethod
+    def _distinct(candidates: Sequence[Candidate]) -> list[Candidate]:
+        seen: set[str] = set()
+        return [c for c in candidates if not (c.observation in seen or seen.add(c.observation))]
+
+    def fit_scorer(self, train: Sequence[WorldModelExample], seed: int = 0) -> CandidateScorer:
+        """Fit the candidate scorer on the training split (each turn's candidates exclude its
+        own episode, as a held-out turn's do) and use it from now on."""
+        turns = [(Turn(e.domain, e.action, e.history, e.system), self.candidates(e, episode_of(e.id)), e.observation)
+                 for e in train]
+        self.scorer = CandidateScorer.fit(turns, seed)
+        return self.scorer
+
+    def render(self, shown: Sequence[Candidate], action: str | None = None) -> str:
+        """The memory block a user turn carries after its action; a candidate of the same
+        action says so in its header, a cue a small model cannot easily compute itself, and one
+        from this episode says where it comes from."""
+        return "\n".join(f"{MEMORY_HEADER if c.kind == 'retrieved' else OWN_HEADER}"
+                         f"{SAME_ACTION_NOTE if c.action == action else ''}\n>>> {c.action}\n"
+                         f"{c.observation[: self.max_chars]}" for c in shown)
+
+    def annotate(self, examples: Sequence[WorldModelExample], exclude_own_episode: bool = False
+                 ) -> list[WorldModelExample]:
+        """The examples with a memory block after their current action and the shown
+        observations in full (what copy ops copy).
 
         Earlier turns show no memory: their real observations are already in the history, and
         the context window is better spent on more of it."""
-        previous = example.history[-1] if example.history else None
-        found = self.lookup(example.domain, example.action, previous, exclude_episode)
-        return replace(example, memory=[self.render(found, example.action)], retrieved=[e.observation for e in found])
+        return [replace(e, memory=[self.render(shown, e.action)], retrieved=[c.observation for c in shown])
+                for e, shown in zip(examples, self.shown(examples, exclude_own_episode), strict=True)]
 
     def save(self, directory: str | Path) -> Path:
         return self.save_or_none(self, directory, self.max_chars)
 
     @staticmethod
     def save_or_none(memory: RetrievalMemory | None, directory: str | Path, max_chars: int) -> Path:
-        """Write the memory file; with no memory, a file that says so (k 0), so the file is
-        always there for pipelines that track it."""
+        """Write the memory file (its header carries the scorer); with no memory, a file that
+        says so (k 0), so the file is always there for pipelines that track it."""
         path = Path(directory) / MEMORY_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
+        scorer = memory.scorer if memory else None
         with path.open("w") as out:
-            out.write(json.dumps({"k": memory.k if memory else 0, "max_chars": max_chars}) + "\n")
+            out.write(json.dumps({"k": memory.k if memory else 0, "max_chars": max_chars,
+                                  "pool": memory.pool if memory else 0,
+                                  "scorer": scorer.dumps() if scorer is not None else None}) + "\n")
             for e in memory.entries if memory else ():
                 out.write(json.dumps(e.__dict__) + "\n")
         return path
@@ -151,4 +215,5 @@ class RetrievalMemory:
             raise ValueError(f"{path}: not a retrieval memory file ({err})") from err
         if not int(header["k"]):
             return None
-        return cls(entries, int(header["k"]), int(header["max_chars"]))
+        scorer = CandidateScorer.loads(header["scorer"], str(path)) if header.get("scorer") else None
+        return cls(entries, int(header["k"]), int(header["max_chars"]), int(header.get("pool") or 0), scorer)

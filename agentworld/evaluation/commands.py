@@ -29,7 +29,7 @@ Engine = Enum("Engine", {v: v for v in get_args(EvaluateParams.model_fields["eng
 JudgeOpt = typer.Option(None, "--judge", help="the judge (default: evaluate.judge)")
 JudgeUrlOpt = typer.Option(None, "--judge-base-url", help="OpenAI-compatible endpoint of the LLM judge")
 JudgeModelOpt = typer.Option(None, "--judge-model", help="model id of the LLM judge")
-BaselinesOpt = typer.Option(None, "--baselines", help="comma-separated: retrieval,episode_retrieval,copy_previous,untrained ('none': no baselines)")
+BaselinesOpt = typer.Option(None, "--baselines", help="comma-separated: retrieval,episode_retrieval,ranked_memory,copy_previous,untrained ('none': no baselines)")
 EngineOpt = typer.Option(None, "--engine", help="generation engine for a local or registered model (default: evaluate.engine)")
 MaxOpt = typer.Option(None, "--max-examples", help="score a fixed seeded sample of this many records (default: all)")
 TrainOpt = typer.Option(None, "--train", help="training examples (data/sft/train.jsonl) the retrieval baseline "

@@ -24,6 +24,7 @@ from agentworld.config import EvaluateParams, ModelParams
 from agentworld.data.awbench import BenchRecord, final_records, write_bench
 from agentworld.data.io import claim_directory, write_jsonl
 from agentworld.data.prompts import WorldModelExample, assistant_turn
+from agentworld.data.retrieval import RetrievalMemory
 from agentworld.evaluation import report
 from agentworld.evaluation.baselines import LeaveEpisodeOutRetrieval, RetrievalBaseline, copy_previous, episode_first
 from agentworld.evaluation.infer import Generate, infer
@@ -152,6 +153,17 @@ def episode_retrieval_generate(records: Sequence[BenchRecord], train: Sequence[W
     return lambda examples: observations_as_turns(episode_first(examples, lookup(examples)))
 
 
+def ranked_memory_generate(world_model: WorldModel) -> Generate | None:
+    """The world model's own first memory candidate, with no language model: what its learned
+    ranking of retrieved and episode observations alone predicts (None for a model without a
+    ranked memory). The world model is worth its language model only where it beats this."""
+    memory = RetrievalMemory.load(world_model.model_dir) if world_model.model_dir else None
+    if memory is None or memory.scorer is None:
+        return None
+    return lambda examples: observations_as_turns([e.retrieved[0] if e.retrieved else ""
+                                                   for e in memory.annotate(examples)])
+
+
 def untrained_generate(settings: EvaluateParams, model_dir: Path | None, model_params: ModelParams,
                        records: Sequence[BenchRecord], work_dir: Path) -> Generate:
     """The initialisation floor: the evaluated architecture and tokenizer with fresh random
@@ -195,6 +207,11 @@ def baseline_generators(settings: EvaluateParams, pool: Sequence[BenchRecord], w
             systems[name] = episode_retrieval_generate(pool, train)
         elif name == "copy_previous":
             systems[name] = lambda examples: observations_as_turns(copy_previous(examples))
+        elif name == "ranked_memory":
+            if (ranked := ranked_memory_generate(world_model)) is not None:
+                systems[name] = ranked
+            else:
+                print("evaluate: no ranked_memory baseline (the model has no retrieval memory with a scorer)")
         elif name == "untrained":
             systems[name] = untrained_generate(settings, world_model.model_dir, model_params, pool, out_dir)
     return systems

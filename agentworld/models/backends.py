@@ -111,7 +111,9 @@ def with_memory(memory: RetrievalMemory | None, examples: Sequence[WorldModelExa
     """Examples with the model's retrieval memory blocks (those that carry one keep theirs)."""
     if memory is None:
         return list(examples)
-    return [e if e.memory is not None else memory.annotate(e) for e in examples]
+    missing = [e for e in examples if e.memory is None]
+    annotated = iter(memory.annotate(missing))
+    return [e if e.memory is not None else next(annotated) for e in examples]
 
 
 class TransformersBackend:
