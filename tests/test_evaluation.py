@@ -316,6 +316,25 @@ def test_baseline_comparison_counts_wins_per_domain_against_the_best_baseline():
     assert "0.600 [0.500, 0.700]" in os_line and "copy_previous 0.600" in os_line
 
 
+def test_the_summary_compares_the_model_with_floors_and_its_ranked_memory_apart():
+    """ranked_memory is part of the world model: it is shown beside it, never taken as the
+    best baseline, so a model is not counted as losing to its own component."""
+    from agentworld.summary import render_summary
+
+    def row(value, judge):
+        return {"token_f1": value, "exact_match": value, "judge_overall": judge, "n": 30}
+
+    evaluate = {"examples": 60,
+                "world_model": {"os": row(0.5, 70), "all": row(0.5, 70)},
+                "ranked_memory": {"os": row(0.6, 75), "all": row(0.6, 75)},
+                "retrieval": {"os": row(0.3, 60), "all": row(0.3, 60)}}
+    text = render_summary({"evaluate": evaluate})
+    assert "beats the best baseline in 1/1 domains on token F1, 1/1 on exact match; judge overall 70.0 vs " \
+           "retrieval 60.0" in text
+    assert "world model vs ranked_memory alone (overall): judge 70.0 vs 75.0, exact match 0.500 vs 0.600, " \
+           "token F1 0.500 vs 0.600" in text
+
+
 def test_the_evaluated_sample_is_balanced_over_domains_and_fixed():
     from agentworld.data.awbench import BenchRecord
     from agentworld.evaluation.run import sample_records

@@ -15,10 +15,11 @@ def _previous(example: WorldModelExample) -> tuple[str, str] | None:
 class RetrievalBaseline:
     """Nearest-neighbour world model: the observation of the most similar training transition.
 
-    It is the first neighbour of the world model's own retrieval memory
+    It is the plain lookup the world model's retrieval memory starts from
     (agentworld/data/retrieval.py: the same action first, then TF-IDF over action and previous
-    turn), so a world model that sees that memory is scored against exactly the lookup it is
-    shown, and a better lookup raises this floor too."""
+    turn), so a hand-made improvement of the lookup raises this floor too. The memory's learnt
+    ranking of that lookup's pool is part of the world model and is reported on its own as
+    `ranked_memory` (agentworld/evaluation/run.py)."""
 
     def __init__(self, train: Sequence[WorldModelExample]) -> None:
         if not train:
