@@ -65,7 +65,8 @@ def _tokens(text: str) -> set[str]:
 
 
 def _agreement(texts: Sequence[str]) -> np.ndarray:
-    """Token F1 of every pair of texts (as `token_f1`, each text counted once)."""
+    """Token F1 of every pair of texts, as `token_f1` computes it (2 x shared tokens / all
+    tokens), each text tokenised once instead of once per pair."""
     bags = [Counter(normalise(t).split()) for t in texts]
     sizes = [sum(b.values()) for b in bags]
     out = np.zeros((len(texts), len(texts)))
