@@ -154,8 +154,11 @@ class RetrievalMemory:
 
     @staticmethod
     def _distinct(candidates: Sequence[Candidate]) -> list[Candidate]:
-        seen: set[str] = set()
-        return [c for c in candidates if not (c.observation in seen or seen.add(c.observation))]
+        """The first candidate of each observation text (two copies would show one answer twice)."""
+        first: dict[str, Candidate] = {}
+        for candidate in candidates:
+            first.setdefault(candidate.observation, candidate)
+        return list(first.values())
 
     def fit_scorer(self, train: Sequence[WorldModelExample], seed: int = 0) -> CandidateScorer:
         """Fit the candidate scorer on the training split (each turn's candidates exclude its
