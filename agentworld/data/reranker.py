@@ -19,14 +19,13 @@ import base64
 import math
 import pickle
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from agentworld.scoring.metrics import exact_match, normalise, token_f1
+from agentworld.scoring.metrics import bag_f1, exact_match, token_bag, token_f1
 
 #: Where a candidate comes from; the scorer learns how far each kind can be trusted.
 KINDS = ("earlier", "retrieved", "previous")
@@ -65,18 +64,12 @@ def _tokens(text: str) -> set[str]:
 
 
 def _agreement(texts: Sequence[str]) -> np.ndarray:
-    """Token F1 of every pair of texts, as `token_f1` computes it (2 x shared tokens / all
-    tokens), each text tokenised once instead of once per pair."""
-    bags = [Counter(normalise(t).split()) for t in texts]
-    sizes = [sum(b.values()) for b in bags]
+    """`token_f1` of every pair of texts, each text tokenised once instead of once per pair."""
+    bags = [token_bag(t) for t in texts]
     out = np.zeros((len(texts), len(texts)))
     for i in range(len(texts)):
         for j in range(i + 1, len(texts)):
-            if not sizes[i] or not sizes[j]:
-                out[i, j] = float(sizes[i] == sizes[j])
-            elif common := sum((bags[i] & bags[j]).values()):
-                out[i, j] = 2 * common / (sizes[i] + sizes[j])
-            out[j, i] = out[i, j]
+            out[i, j] = out[j, i] = bag_f1(bags[i], bags[j])
     return out
 
 
