@@ -243,7 +243,7 @@ def experiment_stages(
 
     Example: agentworld experiment stages --seeds 0,1,2
     """
-    from agentworld.experiments.stages import run_stages_experiment
+    from stages.ablation import run_stages_experiment
 
     params = _load_with(params_path, override)
     result = run_stages_experiment(params, _seeds(seeds), [v.strip() for v in variants.split(",") if v.strip()],

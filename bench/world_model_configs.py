@@ -6,7 +6,8 @@ Each configuration trains SFT from its starting point on the built training spli
 (`data/sft/train.jsonl`, run `agentworld stage build` first) until `--budget-s` seconds of
 training wall clock have passed (or `--max-steps`), then predicts a fixed seeded sample of
 held-out turns (`data/sft/test.jsonl`) greedily. Printed side by side, with the floors on the
-same sample: held-out token F1 and exact match (each with a 95% bootstrap interval over
+same sample (retrieval, episode_retrieval, the ranked memory's first candidate alone, copy_previous):
+held-out token F1 and exact match (each with a 95% bootstrap interval over
 records), steps reached and training/inference seconds. Configurations:
 
 - `moe-1m`: the demo's tiny Qwen3-MoE (4 experts, hidden 128, 2 layers) with retrieval memory;
@@ -35,7 +36,7 @@ from transformers import TrainerCallback  # noqa: E402
 
 from agentworld.config import DistributedParams, ModelParams, SftParams  # noqa: E402
 from agentworld.data.build import load_examples  # noqa: E402
-from agentworld.evaluation.baselines import RetrievalBaseline, copy_previous  # noqa: E402
+from agentworld.evaluation.baselines import RetrievalBaseline, copy_previous, episode_first  # noqa: E402
 from agentworld.experiments.stats import bootstrap_ci  # noqa: E402
 from agentworld.models.factory import build_model, count_parameters, merged, with_lora  # noqa: E402
 from agentworld.models.predict import predict_observations  # noqa: E402
@@ -119,8 +120,12 @@ def main() -> None:
     train, test = load_examples(args.data / "train.jsonl"), load_examples(args.data / "test.jsonl")
     test = sorted(random.Random(0).sample(test, min(args.examples, len(test))), key=lambda e: e.id)
     references = [e.observation for e in test]
-    rows = {"retrieval": summarise(scores(RetrievalBaseline(train).predict(test), references)),
+    lookup = RetrievalBaseline(train).predict(test)
+    rows = {"retrieval": summarise(scores(lookup, references)),
+            "episode_retrieval": summarise(scores(episode_first(test, lookup), references)),
             "copy_previous": summarise(scores(copy_previous(test), references))}
+    if all(e.retrieved is not None for e in test):  # built with retrieval memory (ranked when build.rerank)
+        rows["ranked_memory"] = summarise(scores([(e.retrieved or [""])[0] for e in test], references))
     for name in args.configs:
         print(f"training {name} for {args.budget_s:.0f} s ...", flush=True)
         rows[name] = run_config(name, train, test, args)

@@ -12,8 +12,8 @@ from mlflow import MlflowClient
 import stages.build
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
-from agentworld.experiments.stages import render, run_stages_experiment, summarise
 from agentworld.experiments.stats import bootstrap_ci, mean_ci
+from stages.ablation import render, run_stages_experiment, summarise
 from stages.paths import StagePaths
 from tests.helpers import make_transitions
 

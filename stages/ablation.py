@@ -1,5 +1,8 @@
 """The staged-training ablation: SFT-only vs CPT->SFT vs CPT->SFT->RL (and SFT without reasoning),
-on the same data and optimizer-step budget, over several seeds.
+on the same data and optimizer-step budget, over several seeds (`agentworld experiment stages`).
+
+It lives with the stages because it is made of them: each variant runs the cpt, sft, rl and
+evaluate stages in a workspace of its own, as DVC and Airflow run them.
 
 Budget: CPT->SFT takes `cpt.max_steps + sft.max_steps` steps; SFT-only gets the same total as
 SFT steps. CPT->SFT->RL continues that seed's CPT->SFT model with `rl.max_steps` GRPO steps on
@@ -21,6 +24,10 @@ from typing import Any
 
 import mlflow
 
+import stages.cpt
+import stages.evaluate
+import stages.rl
+import stages.sft
 from agentworld.config import Params
 from agentworld.experiments.stats import mean_ci
 from agentworld.tracking.runs import configure, lineage_tags
@@ -53,8 +60,6 @@ def _workspace(root: Path, data_root: Path) -> Path:
 
 
 def _evaluate(params: Params, root: Path, stage: str, parent: str) -> dict[str, Any]:
-    import stages.evaluate
-
     evaluated = params.model_copy(update={"evaluate": params.evaluate.model_copy(update={"stage": stage})})
     return stages.evaluate.run(evaluated, root, parent)
 
@@ -72,10 +77,6 @@ def _log_result(variant: str, seed: int, metrics: dict[str, Any], wall_s: float,
 def run_seed(params: Params, seed: int, variants: Sequence[str], out: Path, data_root: Path,
              parent: str) -> dict[str, dict[str, Any]]:
     """Every asked variant for one seed; returns {variant: {"metrics", "wall_s", "steps"}}."""
-    import stages.cpt
-    import stages.rl
-    import stages.sft
-
     results: dict[str, dict[str, Any]] = {}
     budget = params.cpt.max_steps + params.sft.max_steps
     needs_cpt = any(v != "sft_only" for v in variants)
