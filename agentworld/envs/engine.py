@@ -4,7 +4,9 @@ episodes, the vector steps them together, and every step comes back as a `Step`.
 Everything that plays episodes is a policy over this loop: behaviour policies collecting real
 data and synthesising data in the world model (agentworld/data/episodes.py), a language-model
 agent in evaluation and RL (agentworld/agents/episodes.py), and a `ReplayPolicy` that replays
-recorded actions (WM2Real's replay of simulated actions in the real environment). The caller
+recorded actions (WM2Real's replay of simulated actions in the real environment; the
+evaluation's free-running rollouts of recorded episodes in the simulator,
+agentworld/evaluation/rollout.py). The caller
 resets the vector (it needs the first observations and tasks to set its policy up) and reads
 rewards, rows or tokens from the steps.
 """

@@ -1,7 +1,13 @@
 """Long-horizon consistency (Word2World): roll a world model forward on an episode's recorded
 actions, feeding its own predictions back as history, and compare with the real observations
 step by step. Single-step scores condition on the real history; this shows how fast a model's
-errors compound when nothing corrects it, which is how an agent trained in it would see it."""
+errors compound when nothing corrects it, which is how an agent trained in it would see it.
+
+A rollout is the simulator itself: each recorded episode becomes a `WorldModelEnv` started
+from its recorded system prompt, the recorded actions are replayed by a `ReplayPolicy`, and the
+one episode loop (`run_episodes`) steps them, so what is scored here is what an agent in the
+simulator is answered (a generation without the observation marker is the simulator's marked
+error observation; no retries, so every system is scored greedily)."""
 
 from __future__ import annotations
 
@@ -9,37 +15,61 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentworld.data.awbench import BenchRecord
-from agentworld.data.prompts import WorldModelExample, parse_observation
+from agentworld.data.prompts import WorldModelExample
+from agentworld.envs.base import Task
+from agentworld.envs.engine import ReplayPolicy, run_episodes
+from agentworld.envs.vector import TextVectorEnv
 from agentworld.evaluation.infer import Generate
 from agentworld.scoring.metrics import exact_match, token_f1
+from agentworld.simulation.env import WorldModelEnv
 
 
-def rollout(generate: Generate, episodes: Sequence[BenchRecord], horizon: int) -> list[dict[str, Any]]:
+class GenerateBackend:
+    """Any system of the evaluation (the world model or a baseline) as a simulator backend."""
+
+    def __init__(self, name: str, generate: Generate) -> None:
+        self.name, self._generate = name, generate
+
+    def generate(self, examples: Sequence[WorldModelExample], temperature: float = 0.0) -> list[str]:
+        return self._generate(examples)
+
+
+class RecordedStart:
+    """A simulated episode that starts where a recorded one did (its key as the task id; an
+    AgentWorldBench record holds no first observation, so it starts empty)."""
+
+    def __init__(self, episode: BenchRecord) -> None:
+        self.task = Task(task_id=episode.key, domain=episode.domain, instruction=episode.instruction)
+
+    def start(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Task, str, dict[str, Any]]:
+        return self.task, "", {}
+
+
+def rollout(generate: Generate, episodes: Sequence[BenchRecord], horizon: int, name: str = "system"
+            ) -> list[dict[str, Any]]:
     """One row per (episode, step): the prediction from self-fed history next to the real observation.
 
     `episodes` are final records (`awbench.final_records`): each holds its episode's every action
-    and observation. All episodes step together, one batch per step.
+    and observation. The episodes of one domain step together, one batched generation per step.
     """
-    predicted: list[list[str]] = [[] for _ in episodes]
-    observations = [ep.observations for ep in episodes]
+    backend = GenerateBackend(name, generate)
     rows: list[dict[str, Any]] = []
-    for step in range(horizon):
-        active = [i for i, ep in enumerate(episodes) if step < min(len(ep.prompt), len(ep.response))]
-        if not active:
-            break
-        examples = [
-            WorldModelExample(id=f"{episodes[i].key}@{step}", domain=episodes[i].domain, system=episodes[i].system_str,
-                              history=list(zip(episodes[i].prompt[:step], predicted[i])),
-                              action=episodes[i].prompt[step], observation=observations[i][step])
-            for i in active
-        ]
-        for i, example, generation in zip(active, examples, generate(examples)):
-            prediction = parse_observation(generation)[0]
-            predicted[i].append(prediction)
-            rows.append({"episode": episodes[i].episode, "task": episodes[i].domain, "step": step, "action": example.action,
-                         "prediction": prediction, "reference": example.observation,
-                         "exact_match": exact_match(prediction, example.observation),
-                         "token_f1": token_f1(prediction, example.observation)})
+    for domain in sorted({ep.domain for ep in episodes}):
+        group = [ep for ep in episodes if ep.domain == domain]
+        lengths = [min(len(ep.prompt), len(ep.response), horizon) for ep in group]
+        vector = TextVectorEnv([WorldModelEnv(domain, backend, RecordedStart(ep), system=ep.system_str,
+                                              max_steps=n, retries=0) for ep, n in zip(group, lengths)])
+        try:
+            vector.reset(seed=0)
+            replay = ReplayPolicy([ep.prompt[:n] for ep, n in zip(group, lengths)])
+            for step in run_episodes(vector, replay, max(lengths)):
+                ep, reference = group[step.index], group[step.index].observations[step.turn]
+                rows.append({"episode": ep.episode, "task": domain, "step": step.turn, "action": step.action,
+                             "prediction": step.observation, "reference": reference,
+                             "exact_match": exact_match(step.observation, reference),
+                             "token_f1": token_f1(step.observation, reference)})
+        finally:
+            vector.close()
     return rows
 
 

@@ -24,7 +24,7 @@ from agentworld.config import EvaluateParams, ModelParams
 from agentworld.data.awbench import BenchRecord, final_records, write_bench
 from agentworld.data.io import claim_directory, write_jsonl
 from agentworld.data.prompts import WorldModelExample, assistant_turn
-from agentworld.data.retrieval import RetrievalMemory
+from agentworld.data.retrieval import RetrievalMemory, episode_of
 from agentworld.evaluation import report
 from agentworld.evaluation.baselines import LeaveEpisodeOutRetrieval, RetrievalBaseline, copy_previous, episode_first
 from agentworld.evaluation.infer import Generate, infer
@@ -139,7 +139,9 @@ def retrieval_lookup(records: Sequence[BenchRecord], train: Sequence[WorldModelE
     pool = [r.to_example() for r in records]
     keys = {r.key: r.episode for r in records}
     loo = LeaveEpisodeOutRetrieval(pool, [keys[r.key] for r in records])
-    return lambda examples: loo.predict_excluding(examples, [keys.get(e.id.split("@", 1)[0], e.id) for e in examples])
+    # A record's example has its key as id; a rollout's (the simulator's) `<key>:<turn>`.
+    return lambda examples: loo.predict_excluding(examples, [keys.get(e.id) or keys.get(episode_of(e.id), e.id)
+                                                             for e in examples])
 
 
 def retrieval_generate(records: Sequence[BenchRecord], train: Sequence[WorldModelExample] | None) -> Generate:
@@ -250,7 +252,7 @@ def infer_step(records: Sequence[BenchRecord], world_model: WorldModel, settings
         infer(name, generate, records, out_dir / "predictions" / f"{name}.jsonl", settings.batch_size, progress)
     episodes = sample_records(final_records(pool), settings.rollout_episodes, seed) if settings.rollout_episodes else []
     for name, generate in systems.items() if episodes else ():
-        write_jsonl(out_dir / "rollout" / f"{name}.jsonl", rollout(generate, episodes, settings.rollout_horizon))
+        write_jsonl(out_dir / "rollout" / f"{name}.jsonl", rollout(generate, episodes, settings.rollout_horizon, name))
     meta = {"model": {"label": world_model.label,
                       "registered_model": world_model.registered.name if world_model.registered else None,
                       "registered_version": world_model.registered.version if world_model.registered else None,

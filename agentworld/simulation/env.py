@@ -102,7 +102,9 @@ class WorldModelEnv(TextEnv):
 
     def __init__(self, domain: str, backend: Backend, tasks: TaskSource | None = None, *,
                  control: Control | None = None, retries: int = 2, retry_temperature: float = 0.8,
-                 max_steps: int | None = None, verifier: Verifier | None = None) -> None:
+                 max_steps: int | None = None, verifier: Verifier | None = None, system: str | None = None) -> None:
+        """`system`: a fixed system prompt (a recorded episode's own, for rollouts) instead of the
+        domain's world-model prompt for each task."""
         super().__init__()
         self.domain, self.backend, self.verifier = domain, backend, verifier
         self._owns_tasks = tasks is None
@@ -110,13 +112,15 @@ class WorldModelEnv(TextEnv):
         self.control = control or Control()
         self.retries, self.retry_temperature, self.max_steps = retries, retry_temperature, max_steps
         self.history: list[tuple[str, str]] = []
+        self.fixed_system = system
         self._system = ""
         self._done = True
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.task, observation, info = self.tasks.start(seed, options)
-        self._system = system_prompt(self.domain, self.task.instruction) + self.control.system_suffix()
+        self._system = (self.fixed_system if self.fixed_system is not None
+                        else system_prompt(self.domain, self.task.instruction)) + self.control.system_suffix()
         self.history, self._done = [], False
         return observation, {**info, "simulated": True, "control": self.control.as_record()}
 
