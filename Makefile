@@ -86,6 +86,7 @@ test-fast: setup
 bench: setup
 	python bench/sandbox_overhead.py
 	python bench/env_throughput.py
+	python bench/vector_envs.py
 	python bench/stage_timings.py
 	python bench/train_throughput.py
 	python bench/simulator_throughput.py

@@ -13,8 +13,9 @@ import gymnasium
 import pytest
 from gymnasium.utils import env_checker
 
-from agentworld.domains import all_domains, list_envs, make_policy
+from agentworld.domains import all_domains, list_envs, make_env, make_policy
 from agentworld.envs.base import TextEnv
+from agentworld.envs.process import EnvWorkerError, ProcessEnv
 from agentworld.envs.vector import TextVectorEnv
 from agentworld.models.backends import TransformersBackend
 from agentworld.simulation.env import WorldModelEnv
@@ -110,6 +111,28 @@ def test_the_simulator_keeps_the_environment_contract(tiny_world_model):
         env.close()
 
 
+def test_a_real_env_in_a_worker_process_keeps_the_contract_and_answers_as_in_process():
+    _skip_unless_available("terminal")
+    env, local = make_env("terminal", process=True), make_env("terminal")
+    try:
+        assert isinstance(env, ProcessEnv) and env.domain == "terminal"
+        _gymnasium_checks(env)
+        actions, first = _episode(env, seed=7)
+        _, here = _episode(local, seed=7, actions=actions)
+        assert here == first, "the worker's env answered otherwise than the same env in this process"
+        assert env.task == local.task and env.verify() == local.verify()
+        env.reset(seed=7)
+        env.step("submit")
+        with pytest.raises(EnvWorkerError, match="call reset"):  # the worker's error, with its traceback
+            env.step("ls")
+        process = env._process
+    finally:
+        env.close()
+        env.close()
+        local.close()
+    assert not process.is_alive()
+
+
 class CountingBackend:
     """The real backend, counting its batched `generate` calls."""
 
@@ -121,12 +144,14 @@ class CountingBackend:
         return self.backend.generate(examples, temperature=temperature)
 
 
-@pytest.mark.parametrize("kind", ["real", "simulated"])
+@pytest.mark.parametrize("kind", ["real", "processes", "simulated"])
 def test_real_envs_and_simulators_step_together_behind_one_vector_interface(kind, tiny_world_model):
     _skip_unless_available("terminal")
     backend = CountingBackend(tiny_world_model)
     if kind == "real":
         envs = [gymnasium.make(all_domains()["terminal"].gym_id) for _ in range(2)]
+    elif kind == "processes":  # real envs in worker processes, stepped in parallel
+        envs = [make_env("terminal", process=True) for _ in range(2)]
     else:
         envs = [WorldModelEnv("terminal", backend, retries=0) for _ in range(2)]
     vector = TextVectorEnv(envs)

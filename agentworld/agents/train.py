@@ -83,7 +83,8 @@ def evaluate_real(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pa
     agent = LMAgent(model, tokenizer, settings.domain, max_new_tokens=settings.max_new_tokens,
                     observation_chars=settings.observation_chars)
     seeds = [settings.eval_seed + k for k in range(settings.eval_episodes)]
-    envs = [make_env(settings.domain, params.sandbox) for _ in range(min(EVAL_BATCH, len(seeds)))]
+    # Each in a worker process: the batch's real steps run in parallel.
+    envs = [make_env(settings.domain, params.sandbox, process=True) for _ in range(min(EVAL_BATCH, len(seeds)))]
     episodes: list[Episode] = []
     try:
         for start in range(0, len(seeds), len(envs)):
@@ -117,7 +118,7 @@ def environment_factory(params: Params, world_model: WorldModel, rl_env: str) ->
     verifier named by `agent.rl.sim_success`; or real envs."""
     settings = params.agent
     if rl_env == "real":
-        return (lambda: make_env(settings.domain, params.sandbox)), (lambda: None)
+        return (lambda: make_env(settings.domain, params.sandbox, process=True)), (lambda: None)
     backend = TransformersBackend(world_model.path, params.synthesize.max_new_tokens,
                                   settings.rl.num_generations * settings.rl.tasks_per_step, params.model.max_seq_len)
     tasks = RealTaskSource(settings.domain, lambda: make_env(settings.domain, params.sandbox))

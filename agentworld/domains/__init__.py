@@ -85,17 +85,23 @@ def list_envs() -> list[EnvStatus]:
     return out
 
 
-def make_env(name: str, sandbox_params: SandboxParams | None = None) -> TextEnv:
+def make_env(name: str, sandbox_params: SandboxParams | None = None, *, process: bool = False) -> TextEnv:
     """`gymnasium.make` of domain `name`; raises EnvUnavailable (with the fix) if it cannot run here.
 
     The env comes unwrapped (no order-enforcing or checker wrapper) so its own attributes
-    (`task`, `verify`) stay reachable; `tests/test_env_conformance.py` runs Gymnasium's checks."""
+    (`task`, `verify`) stay reachable; `tests/test_env_conformance.py` runs Gymnasium's checks.
+    `process=True`: the env runs in a worker process of its own (`agentworld.envs.process`), so
+    a vector of them steps in parallel."""
     declared = get_domain(name)
     available, reason = declared.probe()
     if not available:
         raise EnvUnavailable(f"environment {name!r} is unavailable: {reason}")
     from agentworld.config import SandboxParams
 
+    if process:
+        from agentworld.envs.process import ProcessEnv
+
+        return ProcessEnv(name, sandbox_params or SandboxParams())
     return gymnasium.make(declared.gym_id, sandbox_params=sandbox_params or SandboxParams())  # type: ignore[return-value]
 
 
