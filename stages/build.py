@@ -21,7 +21,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
     missing = [str(p) for p in sources if not p.exists()]
     if missing:
         raise FileNotFoundError(f"build: {', '.join(missing)} not found; run the validate stage first")
-    with stage_run("build", params, params.build, parent_run_id):
+    with stage_run("build", params, params.build, parent_run_id, root=root):
         rows = [row for source in sources for row in read_transitions(source)]
         counts = build_datasets(rows, params.build, paths.sft_dir)
         counts.update(train_md5=file_md5(paths.sft_train), test_md5=file_md5(paths.sft_test))

@@ -32,7 +32,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None,
     paths = StagePaths(root)
     summary: dict[str, Any] = {"transitions": 0, "episodes": 0, "domains": {}}
     for domain in domains or params.collect.domains:
-        with stage_run("collect", params, params.collect, parent_run_id, domain=domain):
+        with stage_run("collect", params, params.collect, parent_run_id, domain=domain, root=root):
             start = time.perf_counter()
             rows = collect_parallel(domain, params.collect, params.sandbox, parts_dir=paths.collect_parts)
             seconds = time.perf_counter() - start

@@ -60,7 +60,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
     records = sample_records(all_records, settings.max_examples, params.build.seed)
     model_dir = paths.stage_model(settings.stage)
     out = paths.eval_dir
-    with stage_run("evaluate", params, settings, parent_run_id) as run:
+    with stage_run("evaluate", params, settings, parent_run_id, root=root) as run:
         registered = (trained.get("registered_model"), trained.get("registered_version"))
         if registered[1]:
             mlflow.set_tags({"registered_model": registered[0], "registered_version": registered[1]})

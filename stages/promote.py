@@ -50,7 +50,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
     if not version:
         raise ValueError(f"{summary_path}: the evaluated model has no registry version; only registered models are promoted")
     settings = params.promote
-    with stage_run("promote", params, settings, parent_run_id):
+    with stage_run("promote", params, settings, parent_run_id, root=root):
         client = MlflowClient()
         champion = current_champion(client, name, settings.alias)
         if champion == str(version):

@@ -29,7 +29,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
                                   params.model.max_seq_len)
     result: dict[str, Any] = {"world_model": label, "control": settings.control.model_dump(), "domains": {}}
     for domain in settings.domains:
-        with stage_run("synthesize", params, settings, parent_run_id, domain=domain):
+        with stage_run("synthesize", params, settings, parent_run_id, domain=domain, root=root):
             mlflow.set_tag("world_model", label)
             start = time.monotonic()
             rows = list(synthesize_domain(domain, backend, settings, label))

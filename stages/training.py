@@ -75,7 +75,7 @@ def run_training_stage(
     paths = StagePaths(root)
     inputs = stage_inputs(paths)
     started = time.monotonic()
-    with stage_run(stage, params, section, parent_run_id) as active:
+    with stage_run(stage, params, section, parent_run_id, root=root) as active:
         model, tokenizer, parent = prepare(paths, inputs)
         model = with_lora(model, params.model)  # model.lora_r > 0: only LoRA adapters train
         fingerprint = {"data": inputs.data_md5, "model": params.model.model_dump(), stage: section.model_dump(),

@@ -29,7 +29,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None,
         source = paths.domain_trajectories(domain)
         if not source.exists():
             raise FileNotFoundError(f"validate: {source} not found; run the collect stage for {domain!r} first")
-        with stage_run("validate", params, params.validate_, parent_run_id, domain=domain):
+        with stage_run("validate", params, params.validate_, parent_run_id, domain=domain, root=root):
             try:
                 report = validate_file(
                     source, paths.clean(domain), paths.quarantine(domain), params.validate_,

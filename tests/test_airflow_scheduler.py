@@ -153,6 +153,12 @@ def test_agentworld_pipeline_runs_end_to_end_and_records_its_promotion_decision(
     version = client.get_model_version("agentworld-world-model", str(promotion["challenger_version"]))
     assert version.tags["promotion"] == ("promoted" if promotion["promoted"] else "refused")
     assert version.tags["promotion_reason"]
+    # An Airflow run's outputs live in its workspace, which has no DVC lock: no run claims one.
+    stage_runs = client.search_runs([client.get_experiment_by_name("agentworld").experiment_id],
+                                    "tags.`agentworld.kind` = 'stage' and tags.stage = 'sft'")
+    tagged = [r for r in stage_runs if r.data.tags.get("workspace") == str(run_dir)]
+    assert tagged and all(r.data.tags["dvc_lock_md5"] == "none" for r in tagged)
+    assert version.tags["dvc_lock_md5"] == "none"
     if promotion["promoted"]:
         champion = client.get_model_version_by_alias("agentworld-world-model", "champion")
         assert int(champion.version) == promotion["challenger_version"]

@@ -77,12 +77,15 @@ def file_md5(path: str | Path) -> str:
 
 
 def lineage_tags(root: Path | None = None) -> dict[str, str]:
+    """The code and data versions a run used: the git commit, and the md5 of the DVC lock of the
+    workspace it read and wrote. A workspace without a dvc.lock (an Airflow run's
+    runs/airflow/<run_id>/) is tagged `none` and named, so no run claims a lineage it lacks."""
     root = root or project_root()
     lock = root / "dvc.lock"
-    return {
-        "git_commit": git_commit(root),
-        "dvc_lock_md5": file_md5(lock) if lock.exists() else "none",
-    }
+    tags = {"git_commit": git_commit(root), "dvc_lock_md5": file_md5(lock) if lock.exists() else "none"}
+    if not lock.exists():
+        tags["workspace"] = str(root)
+    return tags
 
 
 def start_pipeline_run(params: Params, run_name: str | None = None, root: Path | None = None) -> str:
@@ -98,16 +101,16 @@ def start_pipeline_run(params: Params, run_name: str | None = None, root: Path |
 
 @contextmanager
 def stage_run(stage: str, params: Params, section: Any, parent_run_id: str | None = None,
-              domain: str | None = None) -> Iterator[mlflow.ActiveRun]:
-    """One MLflow run for one stage (of one domain, for per-domain stages), nested under the
-    pipeline's parent run when there is one."""
+              domain: str | None = None, root: Path | None = None) -> Iterator[mlflow.ActiveRun]:
+    """One MLflow run for one stage (of one domain, for per-domain stages) in workspace `root`,
+    nested under the pipeline's parent run when there is one."""
     import mlflow  # imported when used: DAG files import this module and must parse fast
 
     configure(params.tracking.experiment)
     parent = parent_run_id or os.environ.get(PARENT_RUN_ENV) or None
     run_name = f"{stage}:{domain}" if domain else stage
     with mlflow.start_run(run_name=run_name, parent_run_id=parent, nested=parent is not None) as run:
-        tags = {"agentworld.kind": "stage", "stage": stage, "profile": params.profile, **lineage_tags()}
+        tags = {"agentworld.kind": "stage", "stage": stage, "profile": params.profile, **lineage_tags(root)}
         if domain:
             tags["domain"] = domain
         mlflow.set_tags(tags)
