@@ -28,7 +28,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/dags
 .PHONY: help setup demo test test-fast mlflow airflow bench clean
 
 help:
-	@echo "make demo    - set up, then run the demo pipeline (collect -> validate -> build -> cpt -> sft -> rl -> evaluate)"
+	@echo "make demo    - set up, then run the demo pipeline (collect -> validate -> build -> tokenizer -> cpt -> sft -> rl -> evaluate)"
 	@echo "               PROFILE=research-cpu runs a profile of profiles/ instead"
 	@echo "make test    - set up, then run the test suite"
 	@echo "make mlflow  - MLflow UI on http://127.0.0.1:$(MLFLOW_PORT)"

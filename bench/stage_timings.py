@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-STAGES = ("collect", "validate", "corpora", "build", "cpt", "sft", "rl", "evaluate", "promote")
+STAGES = ("collect", "validate", "corpora", "build", "tokenizer", "cpt", "sft", "rl", "evaluate", "promote")
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""agentworld_pipeline: collect -> validate -> corpora, build -> cpt -> sft -> rl (gated) -> evaluate -> promote.
+"""agentworld_pipeline: collect -> validate -> corpora, build -> tokenizer -> cpt -> sft -> rl (gated) -> evaluate -> promote.
 
 The whole pipeline in one run: fresh real trajectories (collection fans out per domain like
 collect_and_validate, but publishes no Asset, so it does not also start world_model_training),

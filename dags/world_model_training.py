@@ -1,4 +1,4 @@
-"""world_model_training: build -> cpt -> sft -> rl -> evaluate -> promote, with a gate after each stage.
+"""world_model_training: build -> tokenizer -> cpt -> sft -> rl -> evaluate -> promote, with a gate after each stage.
 
 Scheduled on the validated-trajectories Asset: every collect_and_validate run that publishes
 a validated set starts one training run on exactly that data (its domains and paths come in

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentworld.config import Params
 
-STAGE_ORDER = ("collect", "validate", "corpora", "build", "cpt", "sft", "rl", "evaluate", "promote", "synthesize")
+STAGE_ORDER = ("collect", "validate", "corpora", "build", "tokenizer", "cpt", "sft", "rl", "evaluate", "promote", "synthesize")
 #: The world model's staged training, in order (each starts from the model of the one before).
 TRAINING_STAGES = ("cpt", "sft", "rl")
 #: Stages that run once per domain (dvc.yaml `foreach`, Airflow dynamic task mapping).

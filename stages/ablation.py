@@ -28,6 +28,7 @@ import stages.cpt
 import stages.evaluate
 import stages.rl
 import stages.sft
+import stages.tokenizer
 from agentworld.config import Params
 from agentworld.experiments.stats import mean_ci
 from agentworld.tracking.runs import configure, lineage_tags
@@ -85,6 +86,7 @@ def run_seed(params: Params, seed: int, variants: Sequence[str], out: Path, data
     cpt_s = 0.0
     if needs_cpt:
         started = time.monotonic()
+        stages.tokenizer.run(seeded, staged, parent)
         stages.cpt.run(seeded, staged, parent, register=False)
         cpt_s = time.monotonic() - started
     if {"cpt_sft", "cpt_sft_rl"} & set(variants):
@@ -115,6 +117,7 @@ def run_seed(params: Params, seed: int, variants: Sequence[str], out: Path, data
         alone = _workspace(out / f"seed{seed}" / "sft_only", data_root)
         sft_only = _with(params, seed, sft={"init": "scratch", "max_steps": budget})
         started = time.monotonic()
+        stages.tokenizer.run(sft_only, alone, parent)
         stages.sft.run(sft_only, alone, parent, register=False)
         results["sft_only"] = {"metrics": _evaluate(sft_only, alone, "sft", parent),
                                "wall_s": time.monotonic() - started, "steps": {"sft": budget}}

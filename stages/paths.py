@@ -57,6 +57,11 @@ class StagePaths:
     def corpora(self) -> Path:
         return self.root / "data" / "corpora"
 
+    @property
+    def tokenizer(self) -> Path:
+        """The world model's tokenizer (the tokenizer stage's output), shared by every stage."""
+        return self.root / "models" / "tokenizer"
+
     def stage_model(self, stage: str) -> Path:
         """The model a training stage (cpt, sft, rl) hands to the next one."""
         return self.root / "models" / stage

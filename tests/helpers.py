@@ -43,6 +43,7 @@ def built_and_trained(root, params, sft_steps: int | None = None, register: bool
     an SFT model trained from scratch; returns its StagePaths."""
     import stages.build
     import stages.sft
+    import stages.tokenizer
     from agentworld.data.corpora import build_corpora
     from agentworld.data.io import write_jsonl
     from stages.paths import StagePaths
@@ -51,6 +52,7 @@ def built_and_trained(root, params, sft_steps: int | None = None, register: bool
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
     stages.build.run(params, root)
     build_corpora(paths.corpora, params.corpora.sources)
+    stages.tokenizer.run(params, root)
     if sft_steps:
         trained = params.model_copy(update={"sft": params.sft.model_copy(update={"init": "scratch", "max_steps": sft_steps})})
         stages.sft.run(trained, root, register=register)

@@ -114,7 +114,7 @@ def test_collect_and_validate_every_domain_then_world_model_training_runs_from_i
         assert events[f"agentworld://datasets/validated/{domain}"]["extra"]["clean_rows"] > 0
     states = stack.task_states("world_model_training", training["dag_run_id"])
     assert finished["state"] == "success", f"{states}\n{stack.failure_logs('world_model_training', finished['dag_run_id'])}"
-    assert set(states) == {"prepare", "start", "corpora", "build", "cpt", "gate_cpt", "sft", "gate_sft", "rl",
+    assert set(states) == {"prepare", "start", "corpora", "build", "tokenizer", "cpt", "gate_cpt", "sft", "gate_sft", "rl",
                            "gate_rl", "evaluate", "promote"} and set(states.values()) == {"success"}
     print(f"world_model_training (asset-triggered): run {finished['state']}; tasks {json.dumps(states)}")
     trained_on = yaml.safe_load((stack.run_dir(training["dag_run_id"]) / "params.yaml").read_text())
@@ -142,7 +142,7 @@ def test_agentworld_pipeline_runs_end_to_end_and_records_its_promotion_decision(
     conf = {"domains": ["terminal", "mcp"], "episodes_per_domain": 12, "cpt_steps": 4, "sft_steps": 4,
             "rl_steps": 1, "eval_examples": 6}
     run, states = _succeeded(stack, "agentworld_pipeline", conf)
-    assert {"start", "plan", "collect[0]", "collect[1]", "validate[0]", "validate[1]", "corpora", "build", "cpt",
+    assert {"start", "plan", "collect[0]", "collect[1]", "validate[0]", "validate[1]", "corpora", "build", "tokenizer", "cpt",
             "gate_cpt", "sft", "gate_sft", "rl", "gate_rl", "evaluate", "promote"} == set(states)
     run_dir = stack.run_dir(run["dag_run_id"])
     assert json.loads((run_dir / "reports" / "eval_metrics.json").read_text())["examples"] == 6

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 import stages.build
 import stages.sft
+import stages.tokenizer
 from agentworld.cli import app
 from agentworld.config import load_params
 from agentworld.data.awbench import read_bench
@@ -75,6 +76,7 @@ def trained_workspace(tmp_path, smoke_params, mlflow_store):
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
     stages.build.run(smoke_params, paths.root)
     build_corpora(paths.corpora, smoke_params.corpora.sources)
+    stages.tokenizer.run(smoke_params, paths.root)
     params = smoke_params.model_copy(update={"sft": smoke_params.sft.model_copy(update={"init": "scratch", "max_steps": 8})})
     stages.sft.run(params, paths.root, register=False)
     return paths

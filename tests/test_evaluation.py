@@ -13,6 +13,7 @@ import stages.build
 import stages.evaluate
 import stages.promote
 import stages.sft
+import stages.tokenizer
 from agentworld.cli import app
 from agentworld.data.awbench import read_bench
 from agentworld.data.corpora import build_corpora
@@ -32,7 +33,8 @@ def bench_workspace(tmp_path, smoke_params):
     paths = StagePaths(tmp_path)
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
     stages.build.run(smoke_params, tmp_path)
-    build_corpora(paths.corpora, smoke_params.corpora.sources)  # the tokenizer of a scratch model reads them
+    build_corpora(paths.corpora, smoke_params.corpora.sources)  # the tokenizer stage reads them
+    stages.tokenizer.run(smoke_params, tmp_path)
     return paths
 
 

@@ -80,7 +80,7 @@ def test_mlflow_groups_stage_runs_and_registers_version(pipeline_copy):
     parents = [r for r in runs if r.data.tags.get("agentworld.kind") == "pipeline"]
     assert parents, "no pipeline parent run"
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[-1].info.run_id]
-    assert {r.data.tags["stage"] for r in children} == {"collect", "validate", "corpora", "build", "cpt", "sft", "rl",
+    assert {r.data.tags["stage"] for r in children} == {"collect", "validate", "corpora", "build", "tokenizer", "cpt", "sft", "rl",
                                                        "evaluate", "promote", "synthesize"}
     for run in children:
         assert run.data.tags["git_commit"] != "unknown"

@@ -12,6 +12,7 @@ from mlflow import MlflowClient
 
 import stages.build
 import stages.sft
+import stages.tokenizer
 from agentworld.config import CollectParams, PolicyMix
 from agentworld.data.collect import _play_episode
 from agentworld.data.corpora import build_corpora
@@ -33,6 +34,7 @@ def served_champion(tmp_path, smoke_params, mlflow_store):
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
     stages.build.run(smoke_params, paths.root)
     build_corpora(paths.corpora, smoke_params.corpora.sources)
+    stages.tokenizer.run(smoke_params, paths.root)
     params = smoke_params.model_copy(update={"sft": smoke_params.sft.model_copy(update={"init": "scratch", "max_steps": 8})})
     version = stages.sft.run(params, paths.root)["registered_version"]
     MlflowClient().set_registered_model_alias("agentworld-world-model", "champion", version)

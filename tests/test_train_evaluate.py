@@ -10,6 +10,7 @@ from mlflow import MlflowClient
 import stages.build
 import stages.evaluate
 import stages.sft
+import stages.tokenizer
 from agentworld.data.build import load_examples
 from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
@@ -24,6 +25,7 @@ def built_workspace(tmp_path, smoke_params, mlflow_store):
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
     stages.build.run(smoke_params, tmp_path)
     build_corpora(paths.corpora, smoke_params.corpora.sources)
+    stages.tokenizer.run(smoke_params, tmp_path)
     return paths
 
 

@@ -19,6 +19,7 @@ import stages.cpt
 import stages.evaluate
 import stages.rl
 import stages.sft
+import stages.tokenizer
 from agentworld.config import GateParams, StageGate
 from agentworld.data.build import load_examples
 from agentworld.data.corpora import build_corpora
@@ -47,6 +48,7 @@ def workspace(tmp_path, params, mlflow_store):
     write_jsonl(paths.clean("terminal"), make_transitions(episodes=40))
     stages.build.run(params, tmp_path)
     build_corpora(paths.corpora, CORPORA)
+    stages.tokenizer.run(params, tmp_path)
     return paths
 
 
@@ -98,6 +100,26 @@ def test_stages_chain_and_register_three_versions_with_lineage(workspace, params
 def test_a_stage_without_its_predecessor_says_which_to_run(workspace, params):
     with pytest.raises(ModelLoadError, match="run `agentworld stage cpt` first"):
         stages.sft.run(params, workspace.root)
+
+
+def test_the_tokenizer_is_a_stage_of_its_own_that_cpt_builds_on(workspace, params):
+    """cpt does not train a vocabulary: it takes the tokenizer stage's, whatever that holds, and
+    refuses to start without it, naming the stage to run."""
+    from agentworld.models.tokenizer import train_tokenizer
+
+    report = json.loads(workspace.report("tokenizer.json").read_text())
+    assert report["source"] == "scratch" and 0 < report["vocab_size"] <= params.model.vocab_size and report["texts"] > 0
+    other = train_tokenizer(["zebra quagga okapi " * 50, "ls -la /tmp"] * 20, params.model.vocab_size)
+    other.save_pretrained(workspace.tokenizer)
+    small = params.model_copy(update={"cpt": params.cpt.model_copy(update={"max_steps": 1})})
+    stages.cpt.run(small, workspace.root, register=False)
+    trained = json.loads((workspace.stage_model("cpt") / "tokenizer.json").read_text())["model"]["vocab"]
+    assert trained == json.loads((workspace.tokenizer / "tokenizer.json").read_text())["model"]["vocab"]
+    assert "quagga" in "".join(trained)
+    for name in os.listdir(workspace.tokenizer):
+        os.remove(workspace.tokenizer / name)
+    with pytest.raises(ModelLoadError, match="agentworld stage tokenizer"):
+        stages.cpt.run(small, workspace.root, register=False)
 
 
 def test_sft_only_starts_from_scratch(workspace, params):

@@ -132,14 +132,15 @@ def merged(model: PreTrainedModel) -> PreTrainedModel:
     return model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
 
 
-def build_model(params: ModelParams, corpus: Iterable[str], seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The world model to train: from scratch (tokenizer trained on `corpus`), a local
-    checkpoint, or a GGUF file."""
+def build_model(params: ModelParams, corpus: Iterable[str], seed: int = 0,
+                tokenizer: PreTrainedTokenizerBase | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The world model to train: from scratch (with `tokenizer`, the tokenizer stage's, or one
+    trained on `corpus`), a local checkpoint, or a GGUF file (each with its own tokenizer)."""
     if params.source == "local":
         return load_local(params.path or "")
     if params.source == "gguf":
         return load_gguf(params.path)
-    tokenizer = train_tokenizer(corpus, params.vocab_size)
+    tokenizer = tokenizer if tokenizer is not None else train_tokenizer(corpus, params.vocab_size)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(tiny_moe_config(params, tokenizer), dtype=torch.float32)
     return model, tokenizer

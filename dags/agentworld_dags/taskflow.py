@@ -61,11 +61,12 @@ def gated_training_tasks(stage: str) -> tuple[Any, Any]:
 
 
 def gated_training_chain(parent: Any, *inputs: Any) -> Any:
-    """cpt -> gate_cpt -> sft -> gate_sft -> rl -> gate_rl -> evaluate -> promote after `inputs`
-    (the corpora and build tasks): the training DAGs' shared chain; returns the promote task."""
+    """tokenizer -> cpt -> gate_cpt -> sft -> gate_sft -> rl -> gate_rl -> evaluate -> promote
+    after `inputs` (the corpora and build tasks): the training DAGs' shared chain; returns the
+    promote task."""
     from stages import TRAINING_STAGES
 
-    passed = inputs
+    passed = (stage_task("tokenizer")(parent, *inputs),)
     for stage in TRAINING_STAGES:
         train, gate = gated_training_tasks(stage)
         passed = (gate(train(parent, *passed)),)
