@@ -56,7 +56,7 @@ def test_choices_are_listed_in_help_and_refused_otherwise():
     def help_of(*command: str) -> str:  # wide, so the choices are not wrapped
         return runner.invoke(app, [*command, "--help"], env={"COLUMNS": "240", "TERMINAL_WIDTH": "240"}).output
 
-    assert "collect|validate|corpora|build|cpt|sft|rl|evaluate|promote|synthesize" in help_of("stage")
+    assert "collect|validate|corpora|build|tokenizer|cpt|sft|rl|evaluate|promote|synthesize" in help_of("stage")
     assert "scripted|exploratory|erroneous" in help_of("envs", "play")
     assert "local|openai|both" in help_of("eval", "run") and "transformers|vllm" in help_of("eval", "run")
     refused = runner.invoke(app, ["stage", "train", *PARAMS])
