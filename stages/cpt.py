@@ -9,10 +9,9 @@ from typing import Any
 from agentworld.config import Params
 from agentworld.data.corpora import load_corpora
 from agentworld.models.factory import build_model
-from agentworld.tracking.runs import file_md5
 from agentworld.training.cpt import mix_documents, train_cpt, trajectory_streams
 from stages.paths import StagePaths
-from stages.training import StageInputs, run_training_stage
+from stages.training import StageInputs, run_training_stage, stage_tokenizer, tokenizer_md5
 
 
 def cpt_documents(params: Params, paths: StagePaths, inputs: StageInputs) -> list[str]:
@@ -24,9 +23,7 @@ def cpt_documents(params: Params, paths: StagePaths, inputs: StageInputs) -> lis
 def scratch_model(params: Params, paths: StagePaths, inputs: StageInputs):
     """A fresh model (tiny Qwen3-MoE on the tokenizer stage's vocabulary) or the checkpoint of
     model.path (local or GGUF, with its own tokenizer)."""
-    from stages.tokenizer import load_stage_tokenizer  # the tokenizer stage reads cpt_documents
-
-    tokenizer = load_stage_tokenizer(paths) if params.model.source == "scratch" else None
+    tokenizer = stage_tokenizer(paths) if params.model.source == "scratch" else None
     return build_model(params.model, (), seed=params.cpt.seed, tokenizer=tokenizer)
 
 
@@ -42,10 +39,5 @@ def run(params: Params, root: Path, parent_run_id: str | None = None, register: 
 
     return run_training_stage("cpt", params, root, parent_run_id, params.cpt, prepare, train, register,
                               extra_fingerprint={"corpora": params.corpora.model_dump(),
-                                                 "tokenizer": _tokenizer_md5(StagePaths(root))})
-
-
-def _tokenizer_md5(paths: StagePaths) -> str | None:
-    """Checkpoints of another vocabulary cannot be resumed."""
-    file = paths.tokenizer / "tokenizer.json"
-    return file_md5(file) if file.exists() else None
+                                                 # checkpoints of another vocabulary cannot resume
+                                                 "tokenizer": tokenizer_md5(StagePaths(root))})

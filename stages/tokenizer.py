@@ -14,26 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from agentworld.config import Params
 from agentworld.data.build import load_examples
-from agentworld.models.factory import ModelLoadError, load_gguf, load_local
+from agentworld.models.factory import load_gguf, load_local
 from agentworld.models.tokenizer import train_tokenizer
 from agentworld.tracking.runs import file_md5, stage_run
 from agentworld.training.cpt import tokenizer_texts
 from stages.cpt import cpt_documents
 from stages.paths import StagePaths
-from stages.training import StageInputs
-
-
-def load_stage_tokenizer(paths: StagePaths) -> PreTrainedTokenizerBase:
-    """The tokenizer stage's output, for the stages that build a model on it."""
-    if not (paths.tokenizer / "tokenizer.json").exists():
-        raise ModelLoadError(f"{paths.tokenizer}: no tokenizer; run `agentworld stage tokenizer` first")
-    tokenizer = AutoTokenizer.from_pretrained(paths.tokenizer, local_files_only=True)
-    tokenizer.padding_side = "left"  # not saved; as train_tokenizer and load_local set it
-    return tokenizer
+from stages.training import StageInputs, tokenizer_md5
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:
@@ -54,7 +44,7 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
         tokenizer.save_pretrained(paths.tokenizer)
         summary = {"source": params.model.source, "vocab_size": len(tokenizer), "texts": len(texts),
                    "characters": sum(len(t) for t in texts),
-                   "tokenizer_md5": file_md5(paths.tokenizer / "tokenizer.json")}
+                   "tokenizer_md5": tokenizer_md5(paths)}
         mlflow.log_metrics({"vocab_size": summary["vocab_size"], "texts": summary["texts"]})
         mlflow.set_tag("tokenizer_md5", summary["tokenizer_md5"])
     paths.write_report("tokenizer.json", summary)

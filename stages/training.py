@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from agentworld.config import Params, TrainParams
 from agentworld.data.build import load_examples
@@ -46,6 +46,21 @@ def stage_inputs(paths: StagePaths) -> StageInputs:
         if not path.exists():
             raise FileNotFoundError(f"{path}: missing; run the build stage first (agentworld stage build)")
     return StageInputs(load_examples(paths.sft_train), load_examples(paths.sft_test), file_md5(paths.sft_train))
+
+
+def stage_tokenizer(paths: StagePaths) -> PreTrainedTokenizerBase:
+    """The tokenizer stage's output (stages/tokenizer.py), which a from-scratch model is built on."""
+    if not (paths.tokenizer / "tokenizer.json").exists():
+        raise ModelLoadError(f"{paths.tokenizer}: no tokenizer; run `agentworld stage tokenizer` first")
+    tokenizer = AutoTokenizer.from_pretrained(paths.tokenizer, local_files_only=True)
+    tokenizer.padding_side = "left"  # not saved; as train_tokenizer and load_local set it
+    return tokenizer
+
+
+def tokenizer_md5(paths: StagePaths) -> str | None:
+    """The vocabulary's fingerprint (None before the tokenizer stage ran)."""
+    file = paths.tokenizer / "tokenizer.json"
+    return file_md5(file) if file.exists() else None
 
 
 def previous_model(paths: StagePaths, stage: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict[str, Any]]:
