@@ -12,9 +12,10 @@ from typing import Optional
 
 import typer
 
-from agentworld.config import DEFAULT_PARAMS_PATH, KNOWN_DOMAINS, ParamsError, load_params
+from agentworld.config import DEFAULT_PARAMS_PATH, KNOWN_DOMAINS, Params, ParamsError, load_params
 from agentworld.envs.behaviour import POLICY_NAMES
 from agentworld.evaluation.commands import eval_app
+from agentworld.tracking.runs import SUMMARY_ENV
 from stages import STAGE_ORDER
 
 app = typer.Typer(
@@ -162,13 +163,37 @@ def stage(
     if unknown:
         raise typer.BadParameter(f"{', '.join(unknown)} not in collect.domains of {params_path} "
                                  f"({', '.join(params.collect.domains)})", param_hint="--domain")
-    stage_fn = get_stage(name)
-    summary = stage_fn(params, root.resolve(), None, domain) if domain else stage_fn(params, root.resolve(), None)
+    if summary_path is None and os.environ.get(SUMMARY_ENV):
+        summary_path = Path(os.environ[SUMMARY_ENV])
+    if _launch_on_cluster(name, params, params_path, root):
+        summary = json.loads((root / "reports" / "train" / f"{name}.json").read_text())
+    else:
+        stage_fn = get_stage(name)
+        summary = stage_fn(params, root.resolve(), None, domain) if domain else stage_fn(params, root.resolve(), None)
     text = json.dumps(summary, indent=2, default=str)
     if summary_path is not None:
         summary_path.parent.mkdir(parents=True, exist_ok=True)
         summary_path.write_text(text)
     typer.echo(text)
+
+
+def _launch_on_cluster(name: str, params: Params, params_path: Path, root: Path) -> bool:
+    """With `distributed.compute: cluster`, a training stage started on the head node (by `dvc
+    repro`, an Airflow task or by hand) starts itself on every rank through the multi-node
+    launcher (deepspeed or accelerate) and waits; the ranks (LOCAL_RANK set) train. False: train here."""
+    from stages import TRAINING_STAGES
+
+    if name not in TRAINING_STAGES or params.distributed.compute != "cluster" or "LOCAL_RANK" in os.environ:
+        return False
+    from agentworld.training.distributed import deepspeed_config, launch_command, write_deepspeed_config
+
+    config = write_deepspeed_config(root / "deepspeed" / f"{name}.json",
+                                    deepspeed_config(params.distributed, getattr(params, name)))
+    argv = launch_command(params.distributed, ["stage", name, "--params", str(params_path), "--root", str(root)],
+                          deepspeed_config_path=config)
+    typer.echo("launching: " + " ".join(argv))
+    subprocess.run(argv, check=True)
+    return True
 
 
 @app.command()

@@ -9,10 +9,11 @@ on the new version.
 
 One DAG for "by hand" and "every night": its cron is `schedule.cron`, active only with
 `schedule.nightly: true` (the production profile); the demo leaves it off and the DAG runs when
-triggered. Each task runs the same stage command that `dvc repro` runs, in a process of its own;
+triggered. Each stage task is `dvc repro` of that stage in the run's workspace, runs/airflow/<run_id>/
+(a git worktree of the project sharing its DVC cache, so a retried task rewrites only its own
+files), and `save_experiment` saves the run as a DVC experiment of the project (`dvc exp show`);
 the trigger form shows params.yaml's values (with the schema's bounds); `start` fixes the run's
-settings and refuses, once and with the reason, settings that cannot work. Outputs of a DAG run
-live under runs/airflow/<run_id>/, so a retried task rewrites only its own files.
+settings and refuses, once and with the reason, settings that cannot work.
 """
 
 from __future__ import annotations

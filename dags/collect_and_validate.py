@@ -7,6 +7,8 @@ because the domains come from params), and `publish` marks the whole validated s
 (`agentworld://datasets/validated-trajectories`) that the training DAGs are scheduled on.
 Domains that cannot run on this machine (e.g. Android) are skipped with their reason. `start`
 refuses, once and with the reason, settings that could not give a training and a held-out split.
+Each stage is a `dvc repro` in the run's workspace; `save_experiment` saves the run as a DVC
+experiment of the project (`dvc exp show`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from agentworld_dags.assets import (
 )
 from agentworld_dags.form import trigger_params
 from agentworld_dags.launch import run_stage
-from agentworld_dags.taskflow import planned_collection, settings_errors_fail_once, start_task
+from agentworld_dags.taskflow import planned_collection, save_experiment_task, settings_errors_fail_once, start_task
 
 
 @dag(
@@ -57,7 +59,7 @@ def collect_and_validate():
         return summary
 
     parent = start_task()()
-    publish(validate.partial(parent=parent).expand(domain=planned_collection(parent)))
+    save_experiment_task()(publish(validate.partial(parent=parent).expand(domain=planned_collection(parent))))
 
 
 collect_and_validate()

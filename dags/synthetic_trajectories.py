@@ -5,7 +5,8 @@ domain's rows are written with `source: synthetic` and the run's controls, then 
 the same Great Expectations suites as real data. The trigger form sets the scale (domains,
 episodes, steps) and the controls: faults to inject and their rate, a perturbation of the
 initial state, or a fictional world to simulate consistently. Output: the run's
-runs/airflow/<run_id>/data/synthetic/ and reports/synthesize.json; MLflow: one run per domain.
+runs/airflow/<run_id>/data/synthetic/ and reports/synthesize.json (`dvc repro synthesize` in the
+run's workspace, saved as a DVC experiment of the project); MLflow: one run per domain.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from airflow.sdk import dag, get_current_context, task
 
 from agentworld_dags.form import trigger_params
 from agentworld_dags.runs import simulator_workspace, start_run
-from agentworld_dags.taskflow import settings_errors_fail_once, stage_task
+from agentworld_dags.taskflow import save_experiment_task, settings_errors_fail_once, stage_task
 
 SYNTHESIS_PARAMS = ["synth_domains", "synth_episodes", "synth_max_steps", "synth_stage", "faults", "fault_rate",
                     "perturbation", "fiction"]
@@ -44,7 +45,7 @@ def synthetic_trajectories():
     def start(_: dict) -> str:
         return start_run(get_current_context()["run_id"])
 
-    stage_task("synthesize")(start(prepare()))
+    save_experiment_task()(stage_task("synthesize")(start(prepare())))
 
 
 synthetic_trajectories()

@@ -4,7 +4,8 @@ Scheduled on the validated-trajectories Asset: every collect_and_validate run th
 a validated set starts one training run on exactly that data (its domains and paths come in
 the Asset event). Triggered by hand, it trains on the project's data/clean/ of collect.domains.
 Each gate fails the run, with the reason, when a stage's held-out metric is not finite or beyond
-`gate` in params.yaml, so the next stage never starts from a broken model. `promote` makes the
+`gate` in params.yaml, so the next stage never starts from a broken model. Stages are `dvc repro`
+in the run's workspace, saved at the end as a DVC experiment of the project (`dvc exp show`). `promote` makes the
 new model the registry's champion only if it beats the current one and every baseline
 (`promote` in params.yaml). Model size and stage budgets are Params of the trigger form; with
 `distributed.compute: cluster` the stages go through the multi-node DeepSpeed launcher.

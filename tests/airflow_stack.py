@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,11 +26,25 @@ from tests.conftest import PROJECT, SMOKE_PARAMS
 FINISHED = {"success", "failed"}
 
 
+def clone_project(dest: Path) -> None:
+    """A git clone of this checkout, with its uncommitted changes and new files: a user's project,
+    which Airflow runs are DVC experiments of."""
+    subprocess.run(["git", "clone", "-q", "--shared", str(PROJECT), str(dest)], check=True)
+    diff = subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=PROJECT, capture_output=True, check=True).stdout
+    if diff:
+        subprocess.run(["git", "apply", "--whitespace=nowarn"], cwd=dest, input=diff, check=True)
+    new = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "-z"], cwd=PROJECT,
+                         capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, new):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PROJECT / rel, dest / rel)
+
+
 def project_env(tmp: Path) -> dict[str, str]:
-    """The environment of a DAG run on its own copy of the project: a workspace holding the smoke
-    params.yaml, a SQLite MLflow store and artifact root, the DAGs folder of this checkout."""
+    """The environment of a DAG run on its own copy of the project: a git+DVC clone holding the
+    smoke params.yaml, a SQLite MLflow store and artifact root, the DAGs folder of this checkout."""
     workspace = tmp / "workspace"
-    workspace.mkdir()
+    clone_project(workspace)
     write_profile(SMOKE_PARAMS, workspace / "params.yaml")
     env = {
         **os.environ,
@@ -81,6 +96,20 @@ class AirflowStack:
         from agentworld_dags.runs import run_folder
 
         return self.workspace / "runs" / "airflow" / run_folder(run_id)
+
+    def dvc_experiments(self) -> dict[str, dict[str, Any]]:
+        """`dvc exp show --json` in the project: experiment name -> its metrics and params."""
+        shown = subprocess.run([str(PROJECT / ".venv" / "bin" / "dvc"), "exp", "show", "--json"], cwd=self.workspace,
+                               env=self._env(), capture_output=True, text=True, check=True)
+        out = {}
+        for baseline in json.loads(shown.stdout):
+            for experiment in baseline.get("experiments") or []:
+                for rev in experiment["revs"]:
+                    data = rev["data"]
+                    # A selected domain the run skipped (not available here) has no metrics file: left out.
+                    out[rev["name"]] = {kind: {k: v["data"] for k, v in (data.get(kind) or {}).items() if "data" in v}
+                                        for kind in ("metrics", "params")}
+        return out
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 180) -> "AirflowStack":

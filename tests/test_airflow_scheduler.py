@@ -100,6 +100,11 @@ def test_collect_and_validate_every_domain_then_world_model_training_runs_from_i
     run_dir = stack.run_dir(run["dag_run_id"])
     for domain in domains:
         assert json.loads((run_dir / "reports" / "collect" / f"{domain}.json").read_text())["episodes"] == 10
+    # The run is a DVC experiment of the project: `dvc exp show` there lists it with its metrics.
+    experiment = stack.dvc_experiments()[f"airflow-{run_dir.name}"]
+    for domain in domains:
+        assert experiment["metrics"][f"reports/collect/{domain}.json"]["episodes"] == 10
+        assert experiment["metrics"][f"reports/validate/{domain}.json"]["clean"] > 0
     # The Asset event schedules world_model_training on exactly what the run published.
     training = _wait_for_new_run(stack, "world_model_training", before)
     assert training["run_type"] == "asset_triggered"
@@ -115,7 +120,7 @@ def test_collect_and_validate_every_domain_then_world_model_training_runs_from_i
     states = stack.task_states("world_model_training", training["dag_run_id"])
     assert finished["state"] == "success", f"{states}\n{stack.failure_logs('world_model_training', finished['dag_run_id'])}"
     assert set(states) == {"prepare", "start", "corpora", "build", "tokenizer", "cpt", "gate_cpt", "sft", "gate_sft", "rl",
-                           "gate_rl", "evaluate", "promote"} and set(states.values()) == {"success"}
+                           "gate_rl", "evaluate", "promote", "save_experiment"} and set(states.values()) == {"success"}
     print(f"world_model_training (asset-triggered): run {finished['state']}; tasks {json.dumps(states)}")
     trained_on = yaml.safe_load((stack.run_dir(training["dag_run_id"]) / "params.yaml").read_text())
     assert sorted(trained_on["collect"]["domains"]) == sorted(domains)
@@ -143,7 +148,7 @@ def test_agentworld_pipeline_runs_end_to_end_and_records_its_promotion_decision(
             "rl_steps": 1, "eval_examples": 6}
     run, states = _succeeded(stack, "agentworld_pipeline", conf)
     assert {"start", "plan", "collect[0]", "collect[1]", "validate[0]", "validate[1]", "corpora", "build", "tokenizer", "cpt",
-            "gate_cpt", "sft", "gate_sft", "rl", "gate_rl", "evaluate", "promote"} == set(states)
+            "gate_cpt", "sft", "gate_sft", "rl", "gate_rl", "evaluate", "promote", "save_experiment"} == set(states)
     run_dir = stack.run_dir(run["dag_run_id"])
     assert json.loads((run_dir / "reports" / "eval_metrics.json").read_text())["examples"] == 6
     assert json.loads((run_dir / "reports" / "train" / "sft.json").read_text())["global_step"] == 4
@@ -153,12 +158,22 @@ def test_agentworld_pipeline_runs_end_to_end_and_records_its_promotion_decision(
     version = client.get_model_version("agentworld-world-model", str(promotion["challenger_version"]))
     assert version.tags["promotion"] == ("promoted" if promotion["promoted"] else "refused")
     assert version.tags["promotion_reason"]
-    # An Airflow run's outputs live in its workspace, which has no DVC lock: no run claims one.
+    # Every stage ran under DVC in the run's workspace, saved as a DVC experiment of the project:
+    # `dvc exp show` lists it with the run's settings and metrics, its dvc.lock records each stage,
+    # and the MLflow runs and the model version name that experiment.
+    name = f"airflow-{run_dir.name}"
+    experiment = stack.dvc_experiments()[name]
+    assert experiment["params"]["params.yaml"]["sft"]["max_steps"] == 4
+    assert experiment["metrics"]["reports/train/sft.json"]["global_step"] == 4
+    assert experiment["metrics"]["reports/eval_metrics.json"]["examples"] == 6
+    lock = yaml.safe_load((run_dir / "dvc.lock").read_text())["stages"]
+    assert {"collect@terminal", "validate@mcp", "build", "tokenizer", "cpt", "sft", "rl", "evaluate", "promote"} <= set(lock)
     stage_runs = client.search_runs([client.get_experiment_by_name("agentworld").experiment_id],
                                     "tags.`agentworld.kind` = 'stage' and tags.stage = 'sft'")
     tagged = [r for r in stage_runs if r.data.tags.get("workspace") == str(run_dir)]
-    assert tagged and all(r.data.tags["dvc_lock_md5"] == "none" for r in tagged)
-    assert version.tags["dvc_lock_md5"] == "none"
+    assert tagged and all(r.data.tags["dvc_experiment"] == name and r.data.tags["dvc_lock_md5"] != "none"
+                          for r in tagged)
+    assert version.tags["dvc_experiment"] == name
     if promotion["promoted"]:
         champion = client.get_model_version_by_alias("agentworld-world-model", "champion")
         assert int(champion.version) == promotion["challenger_version"]
@@ -170,7 +185,10 @@ def test_synthetic_trajectories_applies_the_trigger_form_controls(stack, monkeyp
     _train_here(stack, monkeypatch, register=False)
     conf = {"synth_stage": "sft", "synth_episodes": 3, "faults": ["timeouts"], "fault_rate": 0.5}
     run, _ = _succeeded(stack, "synthetic_trajectories", conf)
-    rows = list(read_jsonl(stack.run_dir(run["dag_run_id"]) / "data" / "synthetic" / "terminal.jsonl"))
+    run_dir = stack.run_dir(run["dag_run_id"])
+    rows = list(read_jsonl(run_dir / "data" / "synthetic" / "terminal.jsonl"))
+    assert f"airflow-{run_dir.name}" in stack.dvc_experiments()
+    assert "models/sft" in str(yaml.safe_load((run_dir / "dvc.lock").read_text())["stages"]["synthesize"]["deps"])
     assert len({r["trajectory_id"] for r in rows}) == 3
     assert all(r["source"] == "synthetic" and r["info"]["control"]["faults"] == ["timeouts"]
                and r["info"]["control"]["fault_rate"] == 0.5 for r in rows)

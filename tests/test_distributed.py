@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from agentworld.config import TrainParams, load_params
@@ -356,40 +357,46 @@ def test_cluster_compute_gives_the_trainers_a_deepspeed_config(tmp_path):
     assert cluster["bf16"] is True and cluster["use_cpu"] is False
 
 
-def test_airflow_task_launches_stage_through_deepspeed_launcher_mocked_cluster(tmp_path, monkeypatch):
-    """No cluster here: subprocess.run is replaced to capture the launcher argv the task would run."""
-    import yaml
+def test_stage_command_launches_itself_through_deepspeed_launcher_mocked_cluster(tmp_path, monkeypatch):
+    """No cluster here: subprocess.run is replaced to capture the launcher argv that `agentworld
+    stage sft` (what `dvc repro` and every Airflow stage task run) starts on the head node."""
+    from typer.testing import CliRunner
 
+    from agentworld import cli
+    from agentworld.config import parse_params
     from agentworld.profiles import write_profile
-    from agentworld_dags import form, launch, runs
     from tests.conftest import SMOKE_PARAMS
 
-    write_profile(SMOKE_PARAMS, tmp_path / "params.yaml")
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("node-a slots=8\nnode-b slots=8\n")
-    monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
-    params = runs.resolve_run({}, "r1")
-    cluster = form.apply_overrides(params, {"distributed.compute": "cluster", "distributed.num_nodes": 2,
-                                            "distributed.gpus_per_node": 8,
-                                            "distributed.hostfile": str(hostfile)}, "test")
-    runs.run_params_path("r1").write_text(yaml.safe_dump(cluster.model_dump(mode="json", by_alias=True)))
+    params_path = tmp_path / "params.yaml"
+    write_profile(SMOKE_PARAMS, params_path)
+    raw = yaml.safe_load(params_path.read_text())
+    raw["distributed"].update(compute="cluster", num_nodes=2, gpus_per_node=8, hostfile=str(hostfile))
+    parse_params(raw, "test")
+    params_path.write_text(yaml.safe_dump(raw))
     calls = []
 
     def fake_run(argv, **kwargs):
         calls.append((argv, kwargs))
-        report = runs.run_root("r1") / "reports" / "train" / "sft.json"
+        report = tmp_path / "reports" / "train" / "sft.json"
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps({"stage": "sft", "global_step": 6}))
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr(launch.subprocess, "run", fake_run)
-    report = launch.run_stage("sft", "r1", "parent-run")
+    monkeypatch.setattr(cli.subprocess, "run", fake_run)
+    monkeypatch.setenv("AGENTWORLD_STAGE_SUMMARY", str(tmp_path / "summary.json"))
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    result = CliRunner().invoke(cli.app, ["stage", "sft", "--params", str(params_path), "--root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
     argv, kwargs = calls[0]
     assert argv[:3] == ["deepspeed", "--hostfile", str(hostfile)]
     assert argv[argv.index("--num_nodes") + 1] == "2" and argv[argv.index("--num_gpus") + 1] == "8"
     assert argv[argv.index("--module") + 1] == "agentworld.cli"
     assert argv[argv.index("--module") + 2: argv.index("--module") + 4] == ["stage", "sft"] and "--root" in argv
-    effective = argv[argv.index("--params") + 1]
-    assert load_params(effective).distributed.compute == "cluster"
-    assert kwargs["env"]["AGENTWORLD_PARENT_RUN_ID"] == "parent-run"
-    assert report["global_step"] == 6
+    assert load_params(Path(argv[argv.index("--params") + 1])).distributed.compute == "cluster"
+    assert json.loads((tmp_path / "summary.json").read_text())["global_step"] == 6
+    # On a rank (the launcher sets LOCAL_RANK) the same command trains instead of launching again.
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert not cli._launch_on_cluster("sft", load_params(params_path), params_path, tmp_path) and len(calls) == 1
+

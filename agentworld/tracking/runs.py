@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     import mlflow
 
 PARENT_RUN_ENV = "AGENTWORLD_PARENT_RUN_ID"
+#: Where `agentworld stage` also writes its summary (an Airflow task reads it back).
+SUMMARY_ENV = "AGENTWORLD_STAGE_SUMMARY"
+#: The DVC experiment an Airflow run's workspace is saved as (a lineage tag of its runs).
+EXPERIMENT_ENV = "AGENTWORLD_DVC_EXPERIMENT"
 
 
 def project_root() -> Path:
@@ -78,13 +82,16 @@ def file_md5(path: str | Path) -> str:
 
 def lineage_tags(root: Path | None = None) -> dict[str, str]:
     """The code and data versions a run used: the git commit, and the md5 of the DVC lock of the
-    workspace it read and wrote. A workspace without a dvc.lock (an Airflow run's
-    runs/airflow/<run_id>/) is tagged `none` and named, so no run claims a lineage it lacks."""
-    root = root or project_root()
+    workspace it read and wrote. A workspace other than the project (an Airflow run's
+    runs/airflow/<run_id>/, a git worktree saved as a DVC experiment) is named too, with that
+    experiment; one without a dvc.lock is tagged `none`, so no run claims a lineage it lacks."""
+    root = (root or project_root()).resolve()
     lock = root / "dvc.lock"
     tags = {"git_commit": git_commit(root), "dvc_lock_md5": file_md5(lock) if lock.exists() else "none"}
-    if not lock.exists():
+    if not lock.exists() or root != project_root():
         tags["workspace"] = str(root)
+    if os.environ.get(EXPERIMENT_ENV):
+        tags["dvc_experiment"] = os.environ[EXPERIMENT_ENV]
     return tags
 
 

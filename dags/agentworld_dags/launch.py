@@ -1,5 +1,5 @@
-"""Running a stage (or a phase of agent training) of a DAG run in a process of its own, with
-the run's settings and workspace; the gate after a training stage."""
+"""Running a stage of a DAG run with DVC in the run's workspace (or a phase of agent training
+in a process of its own), saving the run as a DVC experiment; the gate after a training stage."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import subprocess
 import sys
 from typing import Any
 
-from agentworld.tracking.runs import PARENT_RUN_ENV, project_root
+from agentworld.tracking.runs import PARENT_RUN_ENV, SUMMARY_ENV, project_root
+from agentworld_dags import workspace
 from agentworld_dags.runs import RunRefused, run_params, run_params_path, run_root
 
 
@@ -40,28 +41,32 @@ def run_cli(args: list[str], parent_run_id: str | None, *, argv: list[str] | Non
 
 
 def run_stage(stage: str, run_id: str, parent_run_id: str, domains: list[str] | None = None) -> dict[str, Any]:
-    """Run one stage in the DAG run's workspace, with the run's settings; returns its summary.
-
-    With `distributed.compute: cluster`, training stages go through the multi-node launcher
-    (deepspeed / accelerate launch) and their summary is the stage's training report.
-    """
-    from stages import TRAINING_STAGES
-
-    root, params = run_root(run_id), run_params(run_id)
-    args = ["stage", stage, "--params", str(run_params_path(run_id)), "--root", str(root)]
-    args += [flag for d in (domains or []) for flag in ("--domain", d)]
-    if stage in TRAINING_STAGES and params.distributed.compute == "cluster":
-        from agentworld.training.distributed import deepspeed_config, launch_command, write_deepspeed_config
-
-        config = write_deepspeed_config(root / "deepspeed" / f"{stage}.json",
-                                        deepspeed_config(params.distributed, getattr(params, stage)))
-        run_cli(args, parent_run_id, argv=launch_command(params.distributed, args, deepspeed_config_path=config))
-        return json.loads((root / "reports" / "train" / f"{stage}.json").read_text())
+    """Reproduce one stage with DVC in the DAG run's workspace (its params.yaml holds the run's
+    settings); returns the stage's summary. A per-domain stage runs one target per domain
+    (`collect@terminal`). With `distributed.compute: cluster` the stage command itself starts the
+    multi-node launcher, as it does under `dvc repro` in the project."""
+    root = run_root(run_id)
     summary = root / "reports" / "airflow" / f"{stage}{''.join('-' + d for d in domains or [])}.json"
     summary.parent.mkdir(parents=True, exist_ok=True)
     summary.unlink(missing_ok=True)
-    run_cli(args + ["--summary", str(summary)], parent_run_id)
+    env = {SUMMARY_ENV: str(summary)}
+    if parent_run_id:
+        env[PARENT_RUN_ENV] = parent_run_id
+    env = workspace.stage_env(root, project_root(), workspace.experiment_name(root), env)
+    for target in [f"{stage}@{d}" for d in domains] if domains else [stage]:
+        status = workspace.repro(root, target, env, preexec_fn=_die_with_parent)
+        if status != 0:
+            raise RuntimeError(f"`dvc repro {target}` in {root} failed with exit status {status}; see the log above")
+    if not summary.exists():
+        raise RunRefused(f"{summary}: stage {stage} left no summary")
     return json.loads(summary.read_text())
+
+
+def save_experiment(run_id: str) -> dict[str, Any]:
+    """Save the DAG run's workspace as a DVC experiment of the project (`dvc exp show` lists it)."""
+    root = run_root(run_id)
+    name = workspace.experiment_name(root)
+    return {"experiment": name, "workspace": str(root), "stages": workspace.save(root, name)}
 
 
 def plan_domains(run_id: str) -> tuple[list[str], dict[str, str]]:

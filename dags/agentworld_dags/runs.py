@@ -1,8 +1,10 @@
-"""A DAG run's settings, fixed once by its first task, and its own workspace folder
-(runs/airflow/<run_id>/), filled with what the run starts from."""
+"""A DAG run's settings, fixed once by its first task, and its own workspace
+(runs/airflow/<run_id>/, a DVC experiment of the project: see `workspace`), filled with what
+the run starts from."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -13,6 +15,7 @@ import yaml
 from agentworld.config import Params, ParamsError, load_params
 from agentworld.tracking.runs import project_root, start_pipeline_run
 from agentworld_dags.form import apply_overrides, overrides_from_form
+from agentworld_dags.workspace import create_workspace
 
 
 class RunRefused(ParamsError):
@@ -25,10 +28,9 @@ def run_folder(run_id: str) -> str:
 
 
 def run_root(run_id: str) -> Path:
-    """The DAG run's own workspace: retries overwrite only their own outputs."""
-    root = project_root() / "runs" / "airflow" / run_folder(run_id)
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """The DAG run's own workspace (a git worktree of the project, made by its first task):
+    retries overwrite only their own outputs."""
+    return project_root() / "runs" / "airflow" / run_folder(run_id)
 
 
 def run_params_path(run_id: str) -> Path:
@@ -39,7 +41,8 @@ def resolve_run(form: dict[str, Any], run_id: str, *, domains: list[str] | None 
                 collects: bool = False) -> Params:
     """The run's settings, fixed once by its first task: params.yaml, the trigger form on top
     (and `domains` of a triggering Asset event), validated, checked to be workable, and
-    written to the run's workspace, so every later task of the run reads the same settings."""
+    written as the params.yaml of the run's workspace (created here), so every later task of
+    the run, and DVC, read the same settings."""
     base = load_params(project_root() / "params.yaml")
     overrides = overrides_from_form(form, base)
     if domains is not None:
@@ -49,6 +52,7 @@ def resolve_run(form: dict[str, Any], run_id: str, *, domains: list[str] | None 
         from agentworld.data.build import check_split
 
         check_split(params.collect, params.build)
+    create_workspace(project_root(), run_root(run_id))
     run_params_path(run_id).write_text(yaml.safe_dump(params.model_dump(mode="json", by_alias=True), sort_keys=False))
     return params
 
@@ -94,19 +98,27 @@ def training_workspace(form: dict[str, Any], run_id: str, validated: dict[str, A
             "source_run": (validated or {}).get("run_id", "project data/clean")}
 
 
+def _link_or_copy(src: str, dest: str) -> None:
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copy2(src, dest)
+
+
 def simulator_workspace(form: dict[str, Any], run_id: str) -> dict[str, Any]:
     """Resolve the run's settings; its workspace gets the project's trained model of
-    `synthesize.stage` (linked) and its training report, which is what the synthesize stage simulates with."""
+    `synthesize.stage` and its training report (the synthesize stage's DVC dependencies), which
+    is what the stage simulates with. Files are hard links where the file system allows."""
     stage = resolve_run(form, run_id).synthesize.stage
     root, project = run_root(run_id), project_root()
     model, report = project / "models" / stage, project / "reports" / "train" / f"{stage}.json"
     if not (model / "config.json").exists() or not report.exists():
         raise RunRefused(f"{model}: no trained {stage} model in the project; run `make demo` "
                          f"(or world_model_training) first")
-    link = root / "models" / stage
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.exists():
-        link.symlink_to(model.resolve(), target_is_directory=True)
+    copy = root / "models" / stage
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(model.resolve(), copy, copy_function=_link_or_copy)
     (root / "reports" / "train").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(report, root / "reports" / "train" / f"{stage}.json")
     return {"workspace": str(root), "model": str(model)}

@@ -1,5 +1,6 @@
 """Task factories and chains that several DAGs use: a stage as a task, the gated training
-chain, the first task of a run, planned per-domain collection, the nightly cron."""
+chain, the first task of a run, planned per-domain collection, saving the run as a DVC
+experiment, the nightly cron."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, TypeVar
 
 from agentworld.config import ParamsError, load_params
 from agentworld.tracking.runs import project_root
-from agentworld_dags.launch import gate_stage, plan_domains, run_stage
+from agentworld_dags.launch import gate_stage, plan_domains, run_stage, save_experiment
 from agentworld_dags.runs import resolve_run, start_run
 
 T = TypeVar("T", bound=Callable[..., Any])
@@ -62,15 +63,27 @@ def gated_training_tasks(stage: str) -> tuple[Any, Any]:
 
 def gated_training_chain(parent: Any, *inputs: Any) -> Any:
     """tokenizer -> cpt -> gate_cpt -> sft -> gate_sft -> rl -> gate_rl -> evaluate -> promote
-    after `inputs` (the corpora and build tasks): the training DAGs' shared chain; returns the
-    promote task."""
+    -> save_experiment after `inputs` (the corpora and build tasks): the training DAGs' shared
+    chain; returns the last task."""
     from stages import TRAINING_STAGES
 
     passed = (stage_task("tokenizer")(parent, *inputs),)
     for stage in TRAINING_STAGES:
         train, gate = gated_training_tasks(stage)
         passed = (gate(train(parent, *passed)),)
-    return stage_task("promote")(parent, stage_task("evaluate")(parent, *passed))
+    return save_experiment_task()(stage_task("promote")(parent, stage_task("evaluate")(parent, *passed)))
+
+
+def save_experiment_task() -> Any:
+    """The last task of a DAG that runs stages: `dvc exp save` of the run's workspace, so the run
+    is listed by `dvc exp show` in the project (its arguments only order it)."""
+    from airflow.sdk import get_current_context, task
+
+    @task(task_id="save_experiment")
+    def save(*_: object) -> dict:
+        return save_experiment(get_current_context()["run_id"])
+
+    return save
 
 
 def start_task() -> Any:

@@ -1,0 +1,38 @@
+"""A DAG run's workspace: a git worktree of the project that carries the checkout's uncommitted
+changes and shares its DVC cache (the runs themselves: test_airflow_scheduler.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from agentworld_dags.workspace import WorkspaceError, create_workspace, experiment_name
+from tests.airflow_stack import clone_project
+
+
+def test_workspace_is_a_worktree_with_the_checkouts_changes_and_its_dvc_cache(tmp_path):
+    project = tmp_path / "project"
+    clone_project(project)
+    (project / "params.yaml").write_text((project / "params.yaml").read_text() + "\n# edited, not committed\n")
+    root = project / "runs" / "airflow" / "manual__2026-01-01T00_00_00_00_00"
+    create_workspace(project, root)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout
+    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout == head
+    assert (root / "params.yaml").read_text().endswith("# edited, not committed\n")
+    cache = subprocess.run([sys.executable, "-m", "dvc", "cache", "dir"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert cache == str((project / ".dvc" / "cache").resolve())
+    # The project's own pipeline does not see the run's dvc.yaml (a nested repository).
+    stages = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=project,
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert "build" in stages and not any("runs/airflow" in s for s in stages)
+    create_workspace(project, root)  # a retried first task keeps the workspace
+    assert (root / "params.yaml").read_text().endswith("# edited, not committed\n")
+    assert experiment_name(root) == "airflow-manual__2026-01-01T00_00_00_00_00"
+
+
+def test_a_project_that_is_not_a_git_dvc_checkout_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(WorkspaceError, match="not a git\\+DVC checkout.*AGENTWORLD_HOME"):
+        create_workspace(tmp_path, tmp_path / "runs" / "airflow" / "r1")
