@@ -100,3 +100,4 @@ airflow: setup
 
 clean:
 	rm -rf $(STAMPS) data models reports runs
+	git worktree prune  # Airflow runs' workspaces under runs/airflow/ were git worktrees

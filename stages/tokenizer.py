@@ -17,7 +17,7 @@ import mlflow
 
 from agentworld.config import Params
 from agentworld.data.build import load_examples
-from agentworld.models.factory import load_gguf, load_local
+from agentworld.models.factory import load_gguf_tokenizer, load_local_tokenizer
 from agentworld.models.tokenizer import train_tokenizer
 from agentworld.tracking.runs import file_md5, stage_run
 from agentworld.training.cpt import tokenizer_texts
@@ -37,9 +37,9 @@ def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[st
             texts = tokenizer_texts(inputs.train, cpt_documents(params, paths, inputs))
             tokenizer = train_tokenizer(texts, params.model.vocab_size)
         elif params.model.source == "local":
-            _, tokenizer = load_local(params.model.path or "")
+            tokenizer = load_local_tokenizer(params.model.path or "")
         else:
-            _, tokenizer = load_gguf(params.model.path)
+            tokenizer = load_gguf_tokenizer(params.model.path)
         paths.tokenizer.mkdir(parents=True, exist_ok=True)
         tokenizer.save_pretrained(paths.tokenizer)
         summary = {"source": params.model.source, "vocab_size": len(tokenizer), "texts": len(texts),

@@ -21,6 +21,18 @@ def test_a_missing_gguf_file_names_the_setting(tmp_path):
         build_model(ModelParams(source="gguf", path=str(tmp_path / "absent.gguf")), [])
 
 
+def test_the_tokenizer_of_the_gguf_file_loads_without_its_weights(tmp_path):
+    """What the tokenizer stage copies for `model.source: gguf`: SmolLM2's vocabulary, our template."""
+    from agentworld.models.factory import load_gguf_tokenizer
+    from agentworld.models.tokenizer import CHAT_TEMPLATE
+
+    tokenizer = load_gguf_tokenizer()
+    assert len(tokenizer) == 49152 and tokenizer.chat_template == CHAT_TEMPLATE
+    assert tokenizer.convert_tokens_to_ids(IM_END) == tokenizer.eos_token_id
+    tokenizer.save_pretrained(tmp_path)
+    assert (tmp_path / "tokenizer.json").exists()
+
+
 @pytest.mark.slow
 def test_smollm2_gguf_loads_takes_a_lora_step_and_merges(tmp_path):
     assert default_gguf_file().stat().st_size > 50_000_000  # the real file, not a stub

@@ -173,13 +173,13 @@ def untrained_generate(settings: EvaluateParams, model_dir: Path | None, model_p
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from agentworld.models.factory import build_model, load_local
+    from agentworld.models.factory import build_model, load_local_tokenizer
 
     target = work_dir / "untrained-model"
     if not (target / "config.json").exists():
         torch.manual_seed(0)
         if model_dir is not None:
-            _, tokenizer = load_local(model_dir)
+            tokenizer = load_local_tokenizer(model_dir)
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir, local_files_only=True),
                                                      dtype=torch.float32)
         else:

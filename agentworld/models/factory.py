@@ -47,23 +47,42 @@ def tiny_moe_config(params: ModelParams, tokenizer: PreTrainedTokenizerBase) -> 
     )
 
 
-def load_local(path: str | Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a Hugging Face checkpoint directory; never reaches for the hub."""
+def _checkpoint_dir(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
         raise ModelLoadError(f"model.path: {path} is not a directory (set model.path in params.yaml to a local checkpoint)")
     if not (path / "config.json").exists():
         raise ModelLoadError(f"model.path: {path} has no config.json; it is not a Hugging Face checkpoint directory")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"model.path: could not load {path}: {err}") from err
-    if tokenizer.chat_template is None:
+    return path
+
+
+def _ready(tokenizer: PreTrainedTokenizerBase, template: bool) -> PreTrainedTokenizerBase:
+    """Our chat template (always with `template`, else only where the checkpoint has none), a pad
+    token, left padding for batched generation."""
+    if template or tokenizer.chat_template is None:
         tokenizer.chat_template = CHAT_TEMPLATE
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_local_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer of a local Hugging Face checkpoint directory, without its weights."""
+    path = _checkpoint_dir(path)
+    try:
+        return _ready(AutoTokenizer.from_pretrained(path, local_files_only=True), template=False)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"model.path: could not load the tokenizer of {path}: {err}") from err
+
+
+def load_local(path: str | Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a Hugging Face checkpoint directory; never reaches for the hub."""
+    tokenizer = load_local_tokenizer(path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(Path(path), local_files_only=True, dtype=torch.float32)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"model.path: could not load {path}: {err}") from err
     return model, tokenizer
 
 
@@ -85,13 +104,29 @@ def default_gguf_file() -> Path:
     return path
 
 
-def load_gguf(path: str | Path | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A GGUF checkpoint (default: SmolLM2-135M-Instruct) as a float32 transformers model."""
+def _gguf_file(path: str | Path | None) -> Path:
     file = Path(path) if path else default_gguf_file()
     if not file.is_file() or file.suffix != ".gguf":
         raise ModelLoadError(f"model.path: {file} is not a .gguf file (model.source gguf)")
+    return file
+
+
+def load_gguf_tokenizer(path: str | Path | None = None) -> PreTrainedTokenizerBase:
+    """The tokenizer of a GGUF checkpoint (default: SmolLM2-135M-Instruct), without its weights.
+    SmolLM2 speaks the same ChatML; ours adds the generation marks that SFT's assistant-only loss
+    needs (and no default system prompt), so it replaces the file's template."""
+    file = _gguf_file(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, local_files_only=True)
+    except (OSError, ValueError, RuntimeError) as err:
+        raise ModelLoadError(f"model.path: could not load the GGUF file {file}: {err}") from err
+    return _ready(tokenizer, template=True)
+
+
+def load_gguf(path: str | Path | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A GGUF checkpoint (default: SmolLM2-135M-Instruct) as a float32 transformers model."""
+    tokenizer, file = load_gguf_tokenizer(path), _gguf_file(path)
+    try:
         model = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, local_files_only=True,
                                                      dtype=torch.float32)
     except (OSError, ValueError, RuntimeError) as err:
@@ -101,12 +136,6 @@ def load_gguf(path: str | Path | None = None) -> tuple[PreTrainedModel, PreTrain
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
     model.config._is_quantized = False
-    # SmolLM2 speaks the same ChatML; ours adds the generation marks that SFT's
-    # assistant-only loss needs (and no default system prompt).
-    tokenizer.chat_template = CHAT_TEMPLATE
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
     return model, tokenizer
 
 
