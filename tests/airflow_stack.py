@@ -36,6 +36,8 @@ def clone_project(dest: Path) -> None:
     new = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "-z"], cwd=PROJECT,
                          capture_output=True, check=True).stdout.decode().split("\0")
     for rel in filter(None, new):
+        if (PROJECT / rel).is_symlink() or not (PROJECT / rel).is_file():
+            continue  # a linked .venv or cache of this checkout, not project content
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT / rel, dest / rel)
 

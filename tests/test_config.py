@@ -93,12 +93,18 @@ def test_airflow_trigger_form_values_become_the_runs_validated_settings(tmp_path
 
     smoke = load_params(SMOKE_PARAMS)
     assert overrides_from_form({"sft_steps": 5, "unrelated": 1}, smoke) == {"sft.max_steps": 5}
-    write_profile(SMOKE_PARAMS, tmp_path / "params.yaml")
-    monkeypatch.setenv("AGENTWORLD_HOME", str(tmp_path))
+    from tests.airflow_stack import clone_project
+
+    project = tmp_path / "project"
+    clone_project(project)  # a run's workspace is a git worktree of the project
+    write_profile(SMOKE_PARAMS, project / "params.yaml")
+    monkeypatch.setenv("AGENTWORLD_HOME", str(project))
     assert resolve_run({"episodes_per_domain": 9}, "r1").collect.episodes_per_domain == 9
     assert run_params("r1").collect.episodes_per_domain == 9  # later tasks read what the first one fixed
+    assert load_params(project / "runs" / "airflow" / "r1" / "params.yaml").collect.episodes_per_domain == 9
     with pytest.raises(ParamsError, match="collect.episodes_per_domain"):
         resolve_run({"episodes_per_domain": 0}, "r2")
+    assert not (project / "runs" / "airflow" / "r2").exists()  # refused before any workspace is made
 
 
 def test_trigger_form_episodes_per_domain_applies_to_every_domain_unless_episodes_is_edited():
