@@ -36,3 +36,19 @@ def test_workspace_is_a_worktree_with_the_checkouts_changes_and_its_dvc_cache(tm
 def test_a_project_that_is_not_a_git_dvc_checkout_is_refused_with_the_fix(tmp_path):
     with pytest.raises(WorkspaceError, match="not a git\\+DVC checkout.*AGENTWORLD_HOME"):
         create_workspace(tmp_path, tmp_path / "runs" / "airflow" / "r1")
+
+
+def test_a_workspace_that_fails_half_way_is_removed_so_a_retry_starts_afresh(tmp_path, monkeypatch):
+    from agentworld_dags import workspace
+
+    project = tmp_path / "project"
+    clone_project(project)
+    (project / "params.yaml").write_text((project / "params.yaml").read_text() + "\n# edited\n")
+    root = project / "runs" / "airflow" / "r1"
+    monkeypatch.setattr(workspace, "_dvc", lambda: [sys.executable, "-c", "raise SystemExit(3)"])
+    with pytest.raises(subprocess.CalledProcessError):
+        create_workspace(project, root)
+    assert not root.exists()
+    monkeypatch.undo()
+    create_workspace(project, root)
+    assert (root / "params.yaml").read_text().endswith("# edited\n")

@@ -52,14 +52,19 @@ def create_workspace(project: Path, root: Path) -> None:
     added = _git(["worktree", "add", "--detach", str(root), "HEAD"], project, text=True)
     if added.returncode != 0:
         raise RuntimeError(f"git worktree add {root}: {added.stderr.strip()}")
-    diff = _git(["diff", "HEAD", "--binary"], project).stdout
-    if diff:
-        applied = _git(["apply", "--whitespace=nowarn"], root, input=diff)
-        if applied.returncode != 0:
-            raise RuntimeError(f"{root}: the checkout's uncommitted changes do not apply: {applied.stderr.decode()}")
-    cache = subprocess.run([*_dvc(), "cache", "dir"], cwd=project, capture_output=True, text=True, check=True)
-    subprocess.run([*_dvc(), "config", "--local", "cache.dir", cache.stdout.strip()], cwd=root, check=True,
-                   capture_output=True)
+    try:
+        diff = _git(["diff", "HEAD", "--binary"], project).stdout
+        if diff:
+            applied = _git(["apply", "--whitespace=nowarn"], root, input=diff)
+            if applied.returncode != 0:
+                raise RuntimeError(f"{root}: the checkout's uncommitted changes do not apply: {applied.stderr.decode()}")
+        cache = subprocess.run([*_dvc(), "cache", "dir"], cwd=project, capture_output=True, text=True, check=True)
+        subprocess.run([*_dvc(), "config", "--local", "cache.dir", cache.stdout.strip()], cwd=root, check=True,
+                       capture_output=True)
+    except BaseException:
+        # Half a workspace must not survive: a retry would take it for a finished one.
+        _git(["worktree", "remove", "--force", str(root)], project)
+        raise
 
 
 @contextmanager
