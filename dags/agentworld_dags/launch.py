@@ -24,13 +24,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_cli(args: list[str], parent_run_id: str | None, *, argv: list[str] | None = None) -> None:
-    """`python -m agentworld.cli ARGS` (or the launcher's `argv`) in a process of its own; its
-    output goes to the task log. Exit status 2 is a settings error (not retried); others retry."""
-    argv = argv or [sys.executable, "-m", "agentworld.cli", *args]
+def run_cli(args: list[str]) -> None:
+    """`python -m agentworld.cli ARGS` in a process of its own (an agent phase, not a DVC stage);
+    its output goes to the task log. Exit status 2 is a settings error (not retried); others retry."""
+    argv = [sys.executable, "-m", "agentworld.cli", *args]
     env = {**os.environ, "AGENTWORLD_HOME": str(project_root())}
-    if parent_run_id:
-        env[PARENT_RUN_ENV] = parent_run_id
     print("running:", " ".join(argv), flush=True)
     done = subprocess.run(argv, cwd=project_root(), env=env, preexec_fn=_die_with_parent)
     what = " ".join(args[:2])
@@ -99,6 +97,6 @@ def agent_phase(phase: str, run_id: str, agent_run_id: str | None = None) -> dic
             "--summary", str(summary), "--tag", f"airflow_run_id={run_id}"]
     if agent_run_id:
         args += ["--run-id", agent_run_id]
-    run_cli(args, None)
+    run_cli(args)
     return json.loads(summary.read_text())
 
