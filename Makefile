@@ -90,6 +90,7 @@ bench: setup
 	python bench/stage_timings.py
 	python bench/train_throughput.py
 	python bench/simulator_throughput.py
+	python bench/recording_proxy.py
 
 mlflow: setup
 	mlflow/server.sh

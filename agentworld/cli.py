@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from agentworld.config import DEFAULT_PARAMS_PATH, KNOWN_DOMAINS, Params, ParamsError, load_params
+from agentworld.data.recording.commands import import_app, record_app
 from agentworld.envs.behaviour import POLICY_NAMES
 from agentworld.evaluation.commands import eval_app
 from agentworld.tracking.runs import SUMMARY_ENV
@@ -32,6 +33,8 @@ app.add_typer(eval_app, name="eval")
 agent_app = typer.Typer(help="Agents trained in the world model and evaluated on real environments.",
                         no_args_is_help=True)
 app.add_typer(agent_app, name="agent")
+app.add_typer(record_app, name="record")
+app.add_typer(import_app, name="import")
 # Choices as enums, so `--help` lists them and typer refuses anything else.
 Domain = Enum("Domain", {name: name for name in KNOWN_DOMAINS}, type=str)
 BehaviourPolicy = Enum("BehaviourPolicy", {name: name for name in POLICY_NAMES}, type=str)

@@ -28,6 +28,7 @@ from typing import Any
 from agentworld.domains.mcp import END_ACTIONS, WORLD_MODEL_PROMPT
 from agentworld.domains.mcp.apps import APP_NAMES, app_module
 from agentworld.domains.mcp.client import McpClient, McpClientError
+from agentworld.domains.mcp.results import tool_observation
 from agentworld.domains.mcp.seed import write_database
 from agentworld.domains.mcp.tasks import DOMAIN, generate_task
 from agentworld.envs.base import Task, TextEnv
@@ -238,16 +239,7 @@ class McpEnv(TextEnv):
             raise
         except Exception as exc:  # the SDK refused the request (client-side validation or a protocol error)
             return {"isError": True, "error": f"{type(exc).__name__}: {exc}"}
-        texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
-        if result.is_error:
-            return {"isError": True, "error": "\n".join(texts)}
-        if result.structured_content is not None:
-            return {"isError": False, "result": result.structured_content}
-        text = "\n".join(texts)
-        try:
-            return {"isError": False, "result": json.loads(text)}
-        except ValueError:
-            return {"isError": False, "result": text}
+        return tool_observation(result)
 
     def _info(self, tool: str | None, is_error: bool, solved: bool) -> dict[str, Any]:
         assert self.task is not None
