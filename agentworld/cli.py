@@ -162,10 +162,17 @@ def stage(
     if domain and name not in PER_DOMAIN_STAGES:
         raise typer.BadParameter(f"stage {name!r} covers every domain; --domain applies to "
                                  f"{', '.join(PER_DOMAIN_STAGES)}", param_hint="--domain")
-    unknown = sorted(set(domain or []) - set(params.collect.domains))
+    unknown = sorted(set(domain or []) - set(params.dataset_domains))
     if unknown:
-        raise typer.BadParameter(f"{', '.join(unknown)} not in collect.domains of {params_path} "
-                                 f"({', '.join(params.collect.domains)})", param_hint="--domain")
+        raise typer.BadParameter(f"{', '.join(unknown)} not in collect.domains or recordings of {params_path} "
+                                 f"({', '.join(params.dataset_domains)})", param_hint="--domain")
+    from agentworld.data.recording.recording import RecordingError, register_recordings
+
+    try:
+        register_recordings(params, root)
+    except RecordingError as err:
+        typer.echo(f"recordings: {err}", err=True)
+        raise typer.Exit(2) from None
     if summary_path is None and os.environ.get(SUMMARY_ENV):
         summary_path = Path(os.environ[SUMMARY_ENV])
     if _launch_on_cluster(name, params, params_path, root):
@@ -373,8 +380,14 @@ def _run_agents(work):
         raise typer.Exit(2) from None
 
 
-@app.command()
+serve_app = typer.Typer(help="Serve a world model: an OpenAI-compatible endpoint (no subcommand), or a recorded "
+                             "system simulated in its own protocol (`serve mcp`).", invoke_without_command=True)
+app.add_typer(serve_app, name="serve")
+
+
+@serve_app.callback()
 def serve(
+    ctx: typer.Context,
     model: str = typer.Option("models:/agentworld-world-model@champion",
                               help="models:/NAME@ALIAS, models:/NAME/VERSION or a checkpoint directory"),
     name: str = typer.Option("agentworld-world-model", help="the model id clients ask for"),
@@ -386,6 +399,8 @@ def serve(
 
     Example: agentworld serve --model models:/agentworld-world-model@champion --port 8000
     """
+    if ctx.invoked_subcommand is not None:
+        return
     import torch
 
     from agentworld.models.backends import BackendError, local_model_dir
@@ -405,6 +420,85 @@ def serve(
     label = f"models:/{registered.name}/{registered.version}" if registered else str(path)
     typer.echo(f"serving {label} as {name!r} on http://{host}:{port}/v1 (vLLM, {'GPU' if gpu else 'CPU'})", err=True)
     os.execve(sys.executable, cmd, server_env(gpu))
+
+
+@serve_app.command("mcp")
+def serve_mcp(
+    name: str = typer.Option(..., "--name", help="the recording's name (data/recordings/NAME)"),
+    recording: Optional[Path] = typer.Option(None, "--recording", help="recording folder [default: data/recordings/NAME]"),
+    model: str = typer.Option("models:/agentworld-world-model@champion",
+                              help="models:/NAME@ALIAS, models:/NAME/VERSION, a checkpoint directory, or none "
+                                   "(answer from the recording only)"),
+    http: Optional[int] = typer.Option(None, "--http", help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead "
+                                                             "of stdio"),
+    cache: bool = typer.Option(True, help="answer calls that replay a recorded session from the recording"),
+    faults: Optional[list[str]] = typer.Option(None, "--faults", help="fault kinds to inject, e.g. 'rate limits'; "
+                                                                      "repeatable"),
+    fault_rate: float = typer.Option(0.0, "--fault-rate", min=0.0, max=1.0, help="share of calls with a fault"),
+    perturbation: Optional[str] = typer.Option(None, help="how the initial state differs from the recorded one"),
+    fiction: Optional[str] = typer.Option(None, help="an invented world to simulate consistently"),
+    max_new_tokens: int = typer.Option(256, min=1, help="longest generated result, in tokens"),
+    report: Optional[Path] = typer.Option(None, help="write which path answered how many calls here on exit"),
+) -> None:
+    """Be the recorded MCP server: the same name and tool list, results from the recording's cache
+    and the world model, arguments checked against each tool's schema first.
+
+    Example: agentworld serve mcp --name git --model models:/agentworld-world-model@champion
+    """
+    from agentworld.data.recording.mcp_proxy import serve_http
+    from agentworld.data.recording.recording import Recording, RecordingError
+    from agentworld.data.recording.store import recording_dir
+    from agentworld.simulation.env import Control
+    from agentworld.simulation.mcp_server import SimulatedServer
+
+    try:
+        loaded = Recording.load(recording or recording_dir(name))
+    except (RecordingError, ValueError) as err:
+        typer.echo(f"serve mcp: {err}", err=True)
+        raise typer.Exit(2) from None
+    backend = None if model == "none" else _world_model_backend(model, max_new_tokens)
+    control = Control(faults=tuple(faults or ()), fault_rate=fault_rate, perturbation=perturbation, fiction=fiction)
+    simulated = SimulatedServer(loaded, backend, control=control, cache=cache)
+    server = simulated.server()
+
+    async def run() -> None:
+        from mcp import stdio_server
+
+        if http is not None:
+            await serve_http(server, http)
+        else:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+    import anyio
+
+    try:
+        anyio.run(run)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        summary = simulated.report()
+        typer.echo(f"serve mcp {name}: {json.dumps(summary)}", err=True)
+        if report is not None:
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _world_model_backend(model: str, max_new_tokens: int):
+    """A transformers backend on a registered version or a checkpoint directory; exit 2 naming
+    `--model` when it cannot be loaded."""
+    from agentworld.models.backends import BackendError, TransformersBackend, local_model_dir
+    from agentworld.models.factory import ModelLoadError
+    from agentworld.tracking.runs import configure, project_root
+
+    params = load_params(DEFAULT_PARAMS_PATH) if DEFAULT_PARAMS_PATH.exists() else None
+    configure(params.tracking.experiment if params else "agentworld")
+    try:
+        path, _ = local_model_dir(model, project_root() / ".cache" / "models")
+        return TransformersBackend(path, max_new_tokens=max_new_tokens, batch_size=1)
+    except (BackendError, ModelLoadError, OSError) as err:
+        typer.echo(f"serve mcp: --model {model}: {err}", err=True)
+        raise typer.Exit(2) from None
 
 
 def main() -> None:  # pragma: no cover - console entry

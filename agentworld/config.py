@@ -7,6 +7,7 @@ typo or an out-of-range value stops the run before any work is done, with the ke
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -487,8 +488,26 @@ class Params(_Section):
     agent: AgentParams = Field(default_factory=AgentParams)
     tracking: TrackingParams = Field(default_factory=TrackingParams)
     distributed: DistributedParams = Field(default_factory=DistributedParams)
+    #: Recorded user systems (`agentworld record mcp`, `agentworld import openai-chat`): name ->
+    #: recording folder, relative to the project (e.g. {git: data/recordings/git}). Each is a domain
+    #: of its own: its rows are validated, built and trained on beside collect.domains.
+    recordings: dict[str, str] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _recording_names(self) -> "Params":
+        for name in self.recordings:
+            if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+                raise ValueError(f"recordings.{name}: use letters, digits, - and _ only")
+            if name in KNOWN_DOMAINS:
+                raise ValueError(f"recordings.{name}: the name of a built-in domain; name the recording otherwise")
+        return self
+
+    @property
+    def dataset_domains(self) -> list[str]:
+        """Every domain the world model learns: the collected ones, then the recorded ones."""
+        return [*self.collect.domains, *self.recordings]
 
     def flat(self) -> dict[str, Any]:
         """Dotted-key view, the shape MLflow params want."""

@@ -11,13 +11,15 @@ import mlflow
 from agentworld.config import Params
 from agentworld.data.build import build_datasets
 from agentworld.data.io import read_transitions
+from agentworld.data.recording.recording import register_recordings
 from agentworld.tracking.runs import file_md5, stage_run
 from stages.paths import StagePaths
 
 
 def run(params: Params, root: Path, parent_run_id: str | None = None) -> dict[str, Any]:
     paths = StagePaths(root)
-    sources = [paths.clean(domain) for domain in params.collect.domains]
+    register_recordings(params, root)
+    sources = [paths.clean(domain) for domain in params.dataset_domains]
     missing = [str(p) for p in sources if not p.exists()]
     if missing:
         raise FileNotFoundError(f"build: {', '.join(missing)} not found; run the validate stage first")

@@ -21,6 +21,7 @@ from rich.table import Table
 from agentworld.config import Params
 from agentworld.data.collect import collect_parallel
 from agentworld.data.io import write_jsonl
+from agentworld.data.recording.recording import Recording
 from agentworld.data.schema import Transition
 from agentworld.tracking.runs import stage_run
 from stages.paths import StagePaths
@@ -28,13 +29,17 @@ from stages.paths import StagePaths
 
 def run(params: Params, root: Path, parent_run_id: str | None = None,
         domains: Sequence[str] | None = None) -> dict[str, Any]:
-    """Collect `domains` (default: every domain in collect.domains); returns per-domain summaries."""
+    """Collect `domains` (default: collect.domains and the recordings); returns per-domain summaries.
+    A recorded system's rows are taken from its recording (`recordings` in params.yaml)."""
     paths = StagePaths(root)
     summary: dict[str, Any] = {"transitions": 0, "episodes": 0, "domains": {}}
-    for domain in domains or params.collect.domains:
+    for domain in domains or params.dataset_domains:
         with stage_run("collect", params, params.collect, parent_run_id, domain=domain, root=root):
             start = time.perf_counter()
-            rows = collect_parallel(domain, params.collect, params.sandbox, parts_dir=paths.collect_parts)
+            if domain in params.recordings:
+                rows = recorded_rows(Recording.load(root / params.recordings[domain], domain))
+            else:
+                rows = collect_parallel(domain, params.collect, params.sandbox, parts_dir=paths.collect_parts)
             seconds = time.perf_counter() - start
             write_jsonl(paths.domain_trajectories(domain), rows)
             shutil.rmtree(paths.collect_parts / domain, ignore_errors=True)  # written: parts are spent
@@ -48,6 +53,15 @@ def run(params: Params, root: Path, parent_run_id: str | None = None,
         summary["episodes"] += stats["episodes"]
     Console(stderr=True).print(summary_table(summary["domains"]))
     return summary
+
+
+def recorded_rows(recording: Recording) -> list[Transition]:
+    """A recording's rows as the domain it is declared as (its name in params.yaml)."""
+    rows = recording.rows()
+    if not rows:
+        raise FileNotFoundError(f"collect {recording.name}: {recording.directory} holds no recorded calls yet")
+    return [row if row.domain == recording.name else row.model_copy(update={"domain": recording.name})
+            for row in rows]
 
 
 def domain_stats(rows: list[Transition], seconds: float, workers: int) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 import mlflow
 
 from agentworld.config import Params
+from agentworld.data.recording.recording import register_recordings
 from agentworld.tracking.runs import stage_run
 from agentworld.validation import RejectedShareExceeded, ValidationReport, validate_file
 from stages.paths import StagePaths
@@ -22,10 +23,11 @@ from stages.paths import StagePaths
 
 def run(params: Params, root: Path, parent_run_id: str | None = None,
         domains: Sequence[str] | None = None) -> dict[str, Any]:
-    """Validate `domains` (default: every domain in collect.domains); returns per-domain reports."""
+    """Validate `domains` (default: collect.domains and the recordings); returns per-domain reports."""
     paths = StagePaths(root)
     summary: dict[str, Any] = {"total_rows": 0, "clean": 0, "rejected": 0, "domains": {}}
-    for domain in domains or params.collect.domains:
+    register_recordings(params, root)
+    for domain in domains or params.dataset_domains:
         source = paths.domain_trajectories(domain)
         if not source.exists():
             raise FileNotFoundError(f"validate: {source} not found; run the collect stage for {domain!r} first")

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from agentworld.envs.behaviour import Policy
 
 __all__ = ["Domain", "EnvStatus", "EnvUnavailable", "ShapeRule", "all_domains", "domain_names", "find_domain",
-           "get_domain", "list_envs", "make_env", "make_policy"]
+           "get_domain", "list_envs", "make_env", "make_policy", "register_recorded"]
 
 
 class EnvUnavailable(RuntimeError):
@@ -64,8 +64,21 @@ def all_domains() -> dict[str, Domain]:
     return out
 
 
+#: Domains of recorded user systems (`agentworld.data.recording`), registered by name at run time.
+_RECORDED: dict[str, Domain] = {}
+
+
+def register_recorded(declared: Domain) -> Domain:
+    """Make a recorded system's domain known by name (it has no folder here and no Gymnasium env:
+    its only environment is the recording and the simulator). A built-in name is refused."""
+    if declared.name in all_domains():
+        raise ValueError(f"recording {declared.name!r} has the name of a built-in domain; record it under another name")
+    _RECORDED[declared.name] = declared
+    return declared
+
+
 def find_domain(name: str) -> Domain | None:
-    return all_domains().get(name)
+    return all_domains().get(name) or _RECORDED.get(name)
 
 
 def get_domain(name: str) -> Domain:

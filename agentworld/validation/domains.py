@@ -59,14 +59,16 @@ class DomainRule:
         raise ValueError(f"unknown rule kind {self.kind!r}")
 
 
-def domain_rules() -> tuple[DomainRule, ...]:
-    """Every domain's shape rules (`Domain.shape_rules`), each tagged with its domain."""
-    from agentworld.domains import all_domains
+def domain_rules(domains: Sequence[str] | None = None) -> tuple[DomainRule, ...]:
+    """The shape rules (`Domain.shape_rules`) of `domains` (default: every built-in domain), each
+    tagged with its domain; a recorded system's domain is found by name."""
+    from agentworld.domains import all_domains, find_domain
 
+    declared = all_domains() if domains is None else {name: find_domain(name) for name in domains}
     return tuple(DomainRule(name, rule.why, rule.kind, rule.regex, rule.verbs, rule.skip_verbs)
-                 for name, declared in all_domains().items() for rule in declared.shape_rules)
+                 for name, domain in declared.items() if domain is not None for rule in domain.shape_rules)
 
 
 def domain_expectations(domains: Sequence[str], gxe: Any) -> list[Any]:
-    """The expectations of every rule whose domain is in `domains`."""
-    return [rule.expectation(gxe) for rule in domain_rules() if rule.domain in domains]
+    """The expectations of every rule of `domains`."""
+    return [rule.expectation(gxe) for rule in domain_rules(domains)]

@@ -58,7 +58,9 @@ class RecordingWriter:
 
     def describe(self, description: dict[str, Any]) -> str:
         """Write what the system offers (redacted) and return its hash."""
-        text = json.dumps(self.redactor.value(description), indent=2, sort_keys=True, ensure_ascii=False)
+        # The user's own redaction patterns are kept, so the simulator redacts incoming calls alike.
+        description = {**self.redactor.value(description), "redaction": dict(self.redactor.extra)}
+        text = json.dumps(description, indent=2, sort_keys=True, ensure_ascii=False)
         (self.directory / DESCRIPTION_FILE).write_text(text + "\n", encoding="utf-8")
         self.description_sha256 = hashlib.sha256(text.encode()).hexdigest()
         return self.description_sha256

@@ -47,7 +47,7 @@ def _observe(server: Any, action: str, run: Callable[[Any], Any]) -> str:
 
 
 def _tool_doc(app: str, description: str, tool: Any) -> Document:
-    from agentworld.domains.mcp.env import tool_signature
+    from agentworld.domains.mcp.results import tool_signature
 
     schema = json.dumps(tool.input_schema or {}, indent=2, sort_keys=True)
     text = (f'MCP server "{app}" ({description})\nTool: {tool.name}\n'
@@ -73,7 +73,7 @@ def _app_docs(app: str, workdir: Path) -> list[Document]:
 
 
 def _tool_docs(app: str, module: Any, server: Any, tools: list[Any]) -> list[Document]:
-    from agentworld.domains.mcp.env import tool_signature
+    from agentworld.domains.mcp.results import tool_signature
 
     header = f'MCP server "{app}": {module.DESCRIPTION}.'
     instructions = (server.instructions or "").strip()

@@ -28,7 +28,7 @@ from typing import Any
 from agentworld.domains.mcp import END_ACTIONS, WORLD_MODEL_PROMPT
 from agentworld.domains.mcp.apps import APP_NAMES, app_module
 from agentworld.domains.mcp.client import McpClient, McpClientError
-from agentworld.domains.mcp.results import tool_observation
+from agentworld.domains.mcp.results import tool_observation, tool_signature
 from agentworld.domains.mcp.seed import write_database
 from agentworld.domains.mcp.tasks import DOMAIN, generate_task
 from agentworld.envs.base import Task, TextEnv
@@ -89,39 +89,6 @@ def render(payload: dict[str, Any], limit: int = OBSERVATION_MAX_CHARS) -> str:
         if len(text) <= limit or cut == 0:
             return text
         cut = max(0, cut - (len(text) - limit))
-
-
-def _type_of(schema: dict[str, Any], defs: dict[str, Any]) -> str:
-    if "$ref" in schema:
-        ref = defs.get(schema["$ref"].rsplit("/", 1)[-1], {})
-        inner = ", ".join(f"{k}: {_type_of(v, defs)}" for k, v in ref.get("properties", {}).items())
-        return "{" + inner + "}"
-    if "anyOf" in schema:
-        kinds = [_type_of(s, defs) for s in schema["anyOf"] if s.get("type") != "null"]
-        return " | ".join(kinds)
-    if "enum" in schema:
-        return "|".join(json.dumps(v) for v in schema["enum"])
-    kind = schema.get("type", "any")
-    if kind == "array":
-        text = f"list[{_type_of(schema.get('items', {}), defs)}]"
-    else:
-        text = str(kind)
-    bounds = [f"{label}{schema[key]}" for key, label in (("minimum", ">="), ("maximum", "<="), ("minLength", "len>="),
-                                                          ("maxLength", "len<="), ("minItems", "items>="),
-                                                          ("maxItems", "items<=")) if key in schema]
-    if "pattern" in schema:
-        bounds.append(f"/{schema['pattern']}/")
-    return f"{text}({', '.join(bounds)})" if bounds else text
-
-
-def tool_signature(tool: Any) -> str:
-    schema = tool.input_schema or {}
-    required, defs = set(schema.get("required", [])), schema.get("$defs", {})
-    args = []
-    for name, prop in schema.get("properties", {}).items():
-        default = "" if name in required else f"={json.dumps(prop.get('default'))}"
-        args.append(f"{name}: {_type_of(prop, defs)}{default}")
-    return f"- {tool.name}({', '.join(args)}): {(tool.description or '').strip()}"
 
 
 # ----------------------------------------------------------------------------- environment

@@ -1,0 +1,117 @@
+"""A recording read back: its description, its rows, and the world-model prompt of the system.
+
+The prompt is the recorded system's own: the server's name and every recorded tool's signature
+and description, with the answer layout of the MCP domain (`{"isError": ..., "result": ...}`),
+so a world model trained on the recording and the simulator that serves it see the same text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from agentworld.config import Params
+from agentworld.data.io import read_transitions
+from agentworld.data.recording.redact import Redactor
+from agentworld.data.recording.store import DESCRIPTION_FILE, TRAJECTORIES_FILE
+from agentworld.data.schema import Transition
+from agentworld.domains import Domain, find_domain, register_recorded
+
+
+class RecordingError(ValueError):
+    """A recording folder that cannot be used; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    name: str
+    directory: Path
+    description: dict[str, Any]
+
+    @classmethod
+    def load(cls, directory: Path, name: str | None = None) -> Recording:
+        """The recording in `directory`, as the domain `name` (default: the folder's name)."""
+        directory = Path(directory)
+        path = directory / DESCRIPTION_FILE
+        if not path.exists():
+            raise RecordingError(f"{path}: no such file; record the system first (agentworld record mcp --name "
+                                 f"{directory.name} -- COMMAND) or pass its recording folder")
+        try:
+            description = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise RecordingError(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(description, dict) or not isinstance(description.get("tools"), list):
+            raise RecordingError(f"{path}: field tools: expected the recorded tool list")
+        return cls(name or directory.name, directory, description)
+
+    @property
+    def server_name(self) -> str:
+        return str((self.description.get("server") or {}).get("name") or self.name)
+
+    @cached_property
+    def tools(self) -> list[Any]:
+        """The recorded tools as the SDK's `Tool` models, in recorded order."""
+        from mcp.types import Tool
+
+        # Imported logs name their tools without schemas: any object of arguments.
+        return [Tool.model_validate({"inputSchema": {"type": "object"}, **tool}) for tool in self.description["tools"]]
+
+    def redactor(self) -> Redactor:
+        """The redaction the recording was written with: what a simulator applies to incoming calls
+        so they match the recorded ones."""
+        return Redactor(self.description.get("redaction") or {})
+
+    def rows(self) -> list[Transition]:
+        path = self.directory / TRAJECTORIES_FILE
+        return read_transitions(path) if path.exists() else []
+
+    def world_model_prompt(self) -> str:
+        from agentworld.domains.mcp.results import tool_signature
+
+        return "\n".join([
+            f"You are a world model of the MCP server {self.server_name!r}, recorded from the real system. Given the "
+            'agent\'s tool call as a JSON object {"arguments": {...}, "tool": ...}, answer with exactly the JSON the '
+            'server returns: {"isError":false,"result":...} with the tool\'s result, or {"isError":true,"error":...} '
+            "with the server's error message. Keep the system's state consistent across turns: changes made by "
+            "earlier calls persist.",
+            "Tools:",
+            *(tool_signature(tool) for tool in self.tools),
+        ])
+
+    def domain(self) -> Domain:
+        """The recorded system as a domain, registered by name, so the shared stages (validation,
+        build, training, evaluation) and the simulator treat it as they treat a built-in one."""
+        from agentworld.domains.mcp import DOMAIN as MCP
+
+        kind = self.description.get("kind", "mcp")
+        declared = Domain(
+            name=self.name,
+            description=f"recorded {kind} system {self.server_name!r} ({len(self.tools)} tools)",
+            entry_point=f"{__name__}:no_environment",
+            probe=lambda: (False, f"{self.name!r} is a recorded system: its environment here is the recording "
+                                  "and the simulator (agentworld serve mcp)"),
+            world_model_prompt=self.world_model_prompt(),
+            shape_rules=MCP.shape_rules if kind == "mcp" else (),
+            judge_title=f"the MCP server {self.server_name!r}",
+            judge_format=MCP.judge_format if kind == "mcp" else "",
+        )
+        existing = find_domain(self.name)
+        if existing is not None and existing.world_model_prompt == declared.world_model_prompt:
+            return existing
+        return register_recorded(declared)
+
+
+def no_environment(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError("a recorded system has no environment here; simulate it with `agentworld serve mcp`")
+
+
+def register_recordings(params: Params, root: Path) -> list[Recording]:
+    """Load every recording of `params.recordings` (folders relative to `root`) and register its
+    domain, so the stages find it by name like a built-in domain."""
+    recordings = [Recording.load(Path(root) / folder, name) for name, folder in params.recordings.items()]
+    for recording in recordings:
+        recording.domain()
+    return recordings
