@@ -425,7 +425,8 @@ def serve(
 @serve_app.command("mcp")
 def serve_mcp(
     name: str = typer.Option(..., "--name", help="the recording's name (data/recordings/NAME)"),
-    recording: Optional[Path] = typer.Option(None, "--recording", help="recording folder [default: data/recordings/NAME]"),
+    recording: Optional[Path] = typer.Option(None, "--recording",
+                                             help="recording folder [default: data/recordings/NAME]"),
     model: str = typer.Option("models:/agentworld-world-model@champion",
                               help="models:/NAME@ALIAS, models:/NAME/VERSION, a checkpoint directory, or none "
                                    "(answer from the recording only)"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,11 +71,20 @@ def test_record_train_and_serve_a_third_party_mcp_server(tmp_path, smoke_params,
     built = [json.loads(line) for path in (paths.sft_train, paths.sft_test) for line in path.open()]
     git_examples = [e for e in built if e.get("domain") == "git"]
     assert git_examples and all("MCP server 'mcp-git'" in json.dumps(e) for e in git_examples)
-    assert all(ARGUMENT_SECRET not in p.read_text() and CONTENT_SECRET not in p.read_text()
-               for p in (root / "data").rglob("*") if p.is_file())
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
+    # The recording versioned with DVC, as a user would.
+    subprocess.run([sys.executable, "-m", "dvc", "add", "-q", "data/recordings/git"], cwd=root, check=True)
     build_corpora(paths.corpora, params.corpora.sources)
     stages.tokenizer.run(params, root)
     stages.sft.run(params, root)
+
+    # No secret the sessions carried is in any file written: recording, DVC cache, datasets,
+    # models, the MLflow store and its artifacts (everything but the real repository itself).
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and repo not in p.parents]
+    assert any(".dvc/cache" in str(p) for p in written) and any("artifacts" in p.parts for p in written)
+    leaks = [str(p) for p in written for secret in (ARGUMENT_SECRET, CONTENT_SECRET)
+             if secret.encode() in p.read_bytes()]
+    assert leaks == []
 
     served_report = tmp_path / "served.json"
     served = anyio.run(client_run, stdio_client(serve_params(root, paths.stage_model("sft"), served_report)), repo)
@@ -115,8 +125,6 @@ async def _calls(params: StdioServerParameters, plan: list[tuple[str, dict]]) ->
 
 
 def test_serve_mcp_refuses_a_missing_recording_naming_it(tmp_path):
-    import subprocess
-
     done = subprocess.run([sys.executable, "-m", "agentworld.cli", "serve", "mcp", "--name", "nothing",
                            "--recording", str(tmp_path / "nothing"), "--model", "none"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,

@@ -86,8 +86,9 @@ def test_import_keeps_valid_conversations_and_names_each_rejection(tmp_path: Pat
 def test_import_command_reports_rejections_by_file_line_and_field(tmp_path: Path) -> None:
     log = write_log(tmp_path / "agent.jsonl")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-m", "agentworld.cli", "import", "openai-chat", str(log), "--name", "billing",
-                           "--out", str(tmp_path / "rec")], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "agentworld.cli", "import", "openai-chat", str(log),
+                           "--name", "billing", "--out", str(tmp_path / "rec")],
+                          capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"{log}: line 3: messages[2].tool_calls[0].function.arguments: not valid JSON" in done.stderr
     assert "2 conversations (3 transitions)" in done.stderr and "6 rejected" in done.stderr
