@@ -45,6 +45,13 @@ SetOpt = typer.Option(None, "--set", help="params override KEY=VALUE (e.g. agent
 
 ParamsOpt = typer.Option(DEFAULT_PARAMS_PATH, "--params", help="params.yaml to read")
 
+# `serve mcp` and `serve http`: which recording, and which world model answers what it cannot.
+RecordingNameOpt = typer.Option(..., "--name", help="the recording's name (data/recordings/NAME)")
+RecordingDirOpt = typer.Option(None, "--recording", help="recording folder [default: data/recordings/NAME]")
+SimulatorModelOpt = typer.Option("models:/agentworld-world-model@champion",
+                                 help="models:/NAME@ALIAS, models:/NAME/VERSION, a checkpoint directory, or none "
+                                      "(answer from the recording only)")
+
 
 def _load(params_path: Path):
     try:
@@ -424,12 +431,9 @@ def serve(
 
 @serve_app.command("mcp")
 def serve_mcp(
-    name: str = typer.Option(..., "--name", help="the recording's name (data/recordings/NAME)"),
-    recording: Optional[Path] = typer.Option(None, "--recording",
-                                             help="recording folder [default: data/recordings/NAME]"),
-    model: str = typer.Option("models:/agentworld-world-model@champion",
-                              help="models:/NAME@ALIAS, models:/NAME/VERSION, a checkpoint directory, or none "
-                                   "(answer from the recording only)"),
+    name: str = RecordingNameOpt,
+    recording: Optional[Path] = RecordingDirOpt,
+    model: str = SimulatorModelOpt,
     http: Optional[int] = typer.Option(None, "--http", help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead "
                                                              "of stdio"),
     cache: bool = typer.Option(True, help="answer calls that replay a recorded session from the recording"),
@@ -473,16 +477,70 @@ def serve_mcp(
 
     import anyio
 
+    _interrupt_on_sigterm()
     try:
         anyio.run(run)
     except KeyboardInterrupt:
         pass
     finally:
-        summary = simulated.report()
-        typer.echo(f"serve mcp {name}: {json.dumps(summary)}", err=True)
-        if report is not None:
-            report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_text(json.dumps(summary, indent=2) + "\n")
+        _served(f"serve mcp {name}", simulated.report(), report)
+
+
+@serve_app.command("http")
+def serve_http_api(
+    name: str = RecordingNameOpt,
+    recording: Optional[Path] = RecordingDirOpt,
+    model: str = SimulatorModelOpt,
+    port: int = typer.Option(8791, "--port", help="serve on 127.0.0.1:PORT"),
+    cache: bool = typer.Option(True, help="answer requests that replay a recorded session from the recording"),
+    max_new_tokens: int = typer.Option(256, min=1, help="longest generated response, in tokens"),
+    report: Optional[Path] = typer.Option(None, help="write which path answered how many requests here on exit"),
+) -> None:
+    """Be the recorded HTTP API on 127.0.0.1: recorded routes answered from the recording's cache
+    and the world model, unknown routes as the real API answers them.
+
+    Example: agentworld serve http --name crm --port 8791
+    """
+    import uvicorn
+
+    from agentworld.data.recording.recording import Recording, RecordingError
+    from agentworld.data.recording.store import recording_dir
+    from agentworld.simulation.http_server import SimulatedHttpApi
+
+    try:
+        loaded = Recording.load(recording or recording_dir(name))
+        backend = None if model == "none" else _world_model_backend(model, max_new_tokens)
+        simulated = SimulatedHttpApi(loaded, backend, cache=cache)
+    except (RecordingError, ValueError) as err:
+        typer.echo(f"serve http: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"serving the recorded API {name!r} on http://127.0.0.1:{port}", err=True)
+    _interrupt_on_sigterm()
+    try:
+        uvicorn.run(simulated.app(), host="127.0.0.1", port=port, log_level="warning")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _served(f"serve http {name}", simulated.report(), report)
+
+
+def _served(label: str, summary: dict, report: Optional[Path]) -> None:
+    """Which path answered how many calls: printed, and written to `report` when given."""
+    typer.echo(f"{label}: {json.dumps(summary)}", err=True)
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM stops a simulated server as Ctrl-C does, so its report is still written (uvicorn
+    re-raises the signal it caught once it has shut down)."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _world_model_backend(model: str, max_new_tokens: int):

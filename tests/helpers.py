@@ -57,3 +57,21 @@ def built_and_trained(root, params, sft_steps: int | None = None, register: bool
         trained = params.model_copy(update={"sft": params.sft.model_copy(update={"init": "scratch", "max_steps": sft_steps})})
         stages.sft.run(trained, root, register=register)
     return paths
+
+
+def stop_process_group(proc) -> None:
+    """SIGTERM a server started with `start_new_session=True` and everything it spawned; SIGKILL
+    what is still there after 30 s."""
+    import os
+    import signal
+    import subprocess
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

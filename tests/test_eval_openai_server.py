@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.models.backends import TransformersBackend
 from stages.paths import StagePaths
-from tests.helpers import make_transitions
+from tests.helpers import make_transitions, stop_process_group
 
 SERVED_NAME = "agentworld-tiny"
 
@@ -62,12 +61,7 @@ def running_server(cmd: list[str], env: dict[str, str], log: Path, port: int, cw
         wait_until_up(f"http://127.0.0.1:{port}/v1/models", proc, log, timeout_s=420)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_group(proc)
 
 
 @pytest.fixture()

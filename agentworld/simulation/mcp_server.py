@@ -23,9 +23,6 @@ reality would ignore them. `counts` says how many calls each path served.
 from __future__ import annotations
 
 import json
-import threading
-from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -34,29 +31,13 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from agentworld.data.prompts import WorldModelExample, parse_observation, system_prompt
 from agentworld.data.recording.recording import Recording
 from agentworld.data.recording.store import canonical_json
-from agentworld.data.schema import Transition, group_trajectories
+from agentworld.data.schema import Transition
 from agentworld.models.backends import Backend
-from agentworld.simulation.env import Control
+from agentworld.simulation.recorded import RecordedSystem
 
 INVALID_PARAMS = -32602
-
-
-class RecordedCache:
-    """Exact-match answers of a recording: (the session's earlier calls, this call) -> the row."""
-
-    def __init__(self, rows: Sequence[Transition]) -> None:
-        self.answers: dict[tuple[tuple[str, ...], str], Transition] = {}
-        for turns in group_trajectories(list(rows)).values():
-            earlier: list[str] = []
-            for row in turns:
-                self.answers.setdefault((tuple(earlier), row.action), row)
-                earlier.append(row.action)
-
-    def lookup(self, earlier: Sequence[str], action: str) -> Transition | None:
-        return self.answers.get((tuple(earlier), action))
 
 
 def recorded_answer(row: Transition) -> types.CallToolResult | MCPError:
@@ -106,21 +87,14 @@ def _schema_errors(schema: dict[str, Any], value: Any) -> Any:
     return iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)))
 
 
-class SimulatedServer:
+class SimulatedServer(RecordedSystem):
     """The recorded server's tools answered by the cache and the world model, per client session."""
 
-    def __init__(self, recording: Recording, backend: Backend | None, *, control: Control | None = None,
-                 cache: bool = True, retries: int = 2, retry_temperature: float = 0.7) -> None:
-        self.recording, self.backend, self.control = recording, backend, control or Control()
-        self.domain = recording.domain().name
+    PATHS = ("cache", "model", "malformed", "refused", "unanswered")
+
+    def __init__(self, recording: Recording, backend: Backend | None, **options: Any) -> None:
+        super().__init__(recording, backend, **options)
         self.tools = {tool.name: tool for tool in recording.tools}
-        self.redactor = recording.redactor()
-        steering = bool(self.control.system_suffix())
-        self.cache = RecordedCache(recording.rows()) if cache and not steering else None
-        self.retries, self.retry_temperature = retries, retry_temperature
-        self.sessions: dict[str, list[tuple[str, str]]] = {}
-        self.counts: Counter[str] = Counter()
-        self._generate_lock = threading.Lock()  # one generation at a time on the shared model
 
     def server(self) -> Server[Any]:
         server_info = self.recording.description.get("server") or {}
@@ -144,7 +118,7 @@ class SimulatedServer:
         """A call as the recording wrote it (redacted alike), so it matches recorded calls."""
         return canonical_json(self.redactor.value({"tool": name, "arguments": arguments}))
 
-    async def answer(self, history: Sequence[tuple[str, str]], name: str,
+    async def answer(self, history: list[tuple[str, str]], name: str,
                      arguments: dict[str, Any]) -> tuple[types.CallToolResult | MCPError, str]:
         """The answer to one call after `history`, and the observation the session remembers."""
         tool = self.tools.get(name)
@@ -156,43 +130,24 @@ class SimulatedServer:
         if problem is not None:
             self.counts["refused"] += 1
             where = ".".join(map(str, problem.absolute_path)) or "arguments"
-            message = f"Error executing tool {name}: invalid arguments: {where}: {problem.message}"
-            return text_result(message, is_error=True), canonical_json({"error": message, "isError": True})
+            return error_result(f"Error executing tool {name}: invalid arguments: {where}: {problem.message}")
         action = self.action(name, arguments)
-        row = self.cache.lookup([a for a, _ in history], action) if self.cache is not None else None
+        row = self.cached(history, action)
         if row is not None:
             self.counts["cache"] += 1
             return recorded_answer(row), row.observation
         if self.backend is None:
             self.counts["unanswered"] += 1
-            message = "world model error: this call is not in the recording and no world model is served"
-            return text_result(message, is_error=True), canonical_json({"error": message, "isError": True})
-        observation, answer = await anyio.to_thread.run_sync(self._generate, list(history), action, tool)
-        self.counts["model" if answer is not None else "malformed"] += 1
+            return error_result("world model error: this call is not in the recording and no world model is served")
+        observation, answer = await anyio.to_thread.run_sync(
+            self.generate, list(history), action, lambda text: answer_from_observation(text, tool))
         if answer is None:
-            message = f"world model error: no well-formed result after {self.retries + 1} attempts"
-            return text_result(message, is_error=True), canonical_json({"error": message, "isError": True})
+            self.counts["malformed"] += 1
+            return error_result(f"world model error: no well-formed result after {self.retries + 1} attempts")
+        self.counts["model"] += 1
         return answer, observation
 
-    def _generate(self, history: list[tuple[str, str]], action: str,
-                  tool: types.Tool) -> tuple[str, types.CallToolResult | MCPError | None]:
-        assert self.backend is not None
-        example = WorldModelExample(id=f"{self.domain}:serve", domain=self.domain,
-                                    system=system_prompt(self.domain, "") + self.control.system_suffix(),
-                                    history=history, action=action)
-        observation = ""
-        with self._generate_lock:
-            for attempt in range(self.retries + 1):
-                temperature = 0.0 if attempt == 0 else self.retry_temperature
-                observation, well_formed = parse_observation(self.backend.generate([example], temperature)[0])
-                answer = answer_from_observation(observation, tool) if well_formed else None
-                if answer is not None:
-                    return observation, answer
-        return observation, None
 
-    def report(self) -> dict[str, Any]:
-        total = sum(self.counts.values())
-        return {"calls": total, **{k: self.counts.get(k, 0) for k in ("cache", "model", "malformed", "refused",
-                                                                         "unanswered")},
-                "cache_share": round(self.counts.get("cache", 0) / total, 4) if total else None,
-                "model_share": round(self.counts.get("model", 0) / total, 4) if total else None}
+def error_result(message: str) -> tuple[types.CallToolResult, str]:
+    """An MCP error result, and the observation a session remembers of it."""
+    return text_result(message, is_error=True), canonical_json({"error": message, "isError": True})

@@ -51,6 +51,34 @@ def record_mcp(
         pass
 
 
+@record_app.command("http")
+def record_http(
+    name: str = NameOpt,
+    upstream: str = typer.Option(..., "--upstream", help="the real API's base URL, e.g. http://127.0.0.1:5000"),
+    port: int = typer.Option(8790, "--port", help="serve the proxy on 127.0.0.1:PORT"),
+    session_header: str = typer.Option("X-Session-Id", "--session-header",
+                                       help="request header naming the agent's session (else the client address)"),
+    out: Optional[Path] = OutOpt,
+    redact: Optional[list[str]] = RedactOpt,
+) -> None:
+    """Be the HTTP API your agent talks to: forward every request to the real one and record each
+    request and response, one trajectory per session, until interrupted.
+
+    Example: agentworld record http --name crm --upstream https://crm.internal --port 8790
+    """
+    from agentworld.data.recording.http_proxy import record_http as run
+
+    directory, redactor = _target(name, out, redact)
+    typer.echo(f"recording {name!r} into {directory}; proxy on http://127.0.0.1:{port} -> {upstream}", err=True)
+    try:
+        run(name, upstream, directory, port, redactor=redactor, session_header=session_header)
+    except ConnectionError as err:
+        typer.echo(f"record http: {err}", err=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        pass
+
+
 @import_app.command("openai-chat")
 def import_openai_chat(
     file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSON Lines, one conversation per line"),

@@ -8,6 +8,7 @@ so a world model trained on the recording and the simulator that serves it see t
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +19,7 @@ from agentworld.data.io import read_transitions
 from agentworld.data.recording.redact import Redactor
 from agentworld.data.recording.store import DESCRIPTION_FILE, TRAJECTORIES_FILE
 from agentworld.data.schema import Transition
-from agentworld.domains import Domain, find_domain, register_recorded
+from agentworld.domains import Domain, ShapeRule, find_domain, register_recorded
 
 
 class RecordingError(ValueError):
@@ -68,7 +69,30 @@ class Recording:
         path = self.directory / TRAJECTORIES_FILE
         return read_transitions(path) if path.exists() else []
 
+    @property
+    def kind(self) -> str:
+        """`mcp` (a recorded MCP server), `http` (a recorded HTTP API) or `openai-chat` (imported logs)."""
+        return str(self.description.get("kind", "mcp"))
+
+    def endpoints(self) -> list[tuple[str, str]]:
+        """An HTTP recording's (method, path template) pairs, in first-seen order."""
+        out: dict[tuple[str, str], None] = {}
+        for row in self.rows():
+            request = json.loads(row.action)
+            out[(request["method"], path_template(request["path"]))] = None
+        return list(out)
+
     def world_model_prompt(self) -> str:
+        if self.kind == "http":
+            return "\n".join([
+                f"You are a world model of the HTTP API {self.server_name!r}, recorded from the real system. Given the "
+                'agent\'s request as a JSON object {"body": ..., "headers": {...}, "method": ..., "path": ..., '
+                '"query": ...}, answer with exactly the JSON response the API returns: {"body": ..., "headers": '
+                '{...}, "status": ...}. Keep the system\'s state consistent across turns: changes made by earlier '
+                "requests persist.",
+                "Endpoints:",
+                *(f"- {method} {path}" for method, path in self.endpoints()),
+            ])
         from agentworld.domains.mcp.results import tool_signature
 
         return "\n".join([
@@ -86,22 +110,34 @@ class Recording:
         build, training, evaluation) and the simulator treat it as they treat a built-in one."""
         from agentworld.domains.mcp import DOMAIN as MCP
 
-        kind = self.description.get("kind", "mcp")
+        rules: tuple[ShapeRule, ...] = ()
+        if self.kind == "mcp":
+            rules = MCP.shape_rules
+        elif self.kind == "http":
+            rules = (ShapeRule("every answer is a JSON response", "json"),
+                     ShapeRule("a response has its status code", "regex", r'"status":\s*[1-5]\d\d\b'))
+        size = f"{len(self.tools)} tools" if self.kind != "http" else "HTTP API"
         declared = Domain(
             name=self.name,
-            description=f"recorded {kind} system {self.server_name!r} ({len(self.tools)} tools)",
+            description=f"recorded {self.kind} system {self.server_name!r} ({size})",
             entry_point=f"{__name__}:no_environment",
             probe=lambda: (False, f"{self.name!r} is a recorded system: its environment here is the recording "
-                                  "and the simulator (agentworld serve mcp)"),
+                                  f"and the simulator (agentworld serve {'http' if self.kind == 'http' else 'mcp'})"),
             world_model_prompt=self.world_model_prompt(),
-            shape_rules=MCP.shape_rules if kind == "mcp" else (),
-            judge_title=f"the MCP server {self.server_name!r}",
-            judge_format=MCP.judge_format if kind == "mcp" else "",
+            shape_rules=rules,
+            judge_title=f"the {'HTTP API' if self.kind == 'http' else 'MCP server'} {self.server_name!r}",
+            judge_format=MCP.judge_format if self.kind == "mcp" else "",
         )
         existing = find_domain(self.name)
         if existing is not None and existing.world_model_prompt == declared.world_model_prompt:
             return existing
         return register_recorded(declared)
+
+
+def path_template(path: str) -> str:
+    """/api/items/42/reviews -> /api/items/{id}/reviews: numeric and uuid-like segments are ids."""
+    parts = [("{id}" if re.fullmatch(r"\d+|[0-9a-fA-F-]{32,36}", part) else part) for part in path.split("/")]
+    return "/".join(parts)
 
 
 def no_environment(*args: Any, **kwargs: Any) -> None:
