@@ -52,3 +52,37 @@ def test_a_workspace_that_fails_half_way_is_removed_so_a_retry_starts_afresh(tmp
     monkeypatch.undo()
     create_workspace(project, root)
     assert (root / "params.yaml").read_text().endswith("# edited\n")
+
+
+def test_a_recording_runs_as_its_own_dvc_stages_in_a_dag_runs_workspace(tmp_path, monkeypatch, mlflow_store):
+    """A recorded system declared in params.yaml goes through a DAG run as record@NAME and
+    validate_recording@NAME, reproduced by DVC in the run's workspace, which gets the recording."""
+    import json
+
+    import yaml
+
+    from agentworld.data.recording.openai_chat import import_openai_chat
+    from agentworld_dags.launch import plan_domains, run_stage
+    from agentworld_dags.runs import resolve_run, run_root
+    from tests.test_recording_import import GOOD_A, GOOD_B
+
+    project = tmp_path / "project"
+    clone_project(project)
+    log = tmp_path / "agent.jsonl"
+    log.write_text(json.dumps(GOOD_A) + "\n" + json.dumps(GOOD_B) + "\n")
+    import_openai_chat(log, "billing", project / "data" / "recordings" / "billing")
+    params_file = project / "params.yaml"
+    declared = "recordings: {billing: data/recordings/billing}"
+    params_file.write_text(params_file.read_text().replace("recordings: {}", declared))
+    monkeypatch.setenv("AGENTWORLD_HOME", str(project))
+    run_id = "manual__recorded"
+    assert resolve_run({}, run_id).recordings == {"billing": "data/recordings/billing"}
+    runnable, _ = plan_domains(run_id)
+    assert runnable[-1] == "billing"
+    run_stage("collect", run_id, "", domains=["billing"])
+    summary = run_stage("validate", run_id, "", domains=["billing"])
+    assert summary["domains"]["billing"]["clean"] == 3
+    root = run_root(run_id)
+    assert len((root / "data" / "clean" / "billing.jsonl").read_text().splitlines()) == 3
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    assert {"record@billing", "validate_recording@billing"} <= set(lock)

@@ -38,6 +38,10 @@ def run_cli(args: list[str]) -> None:
         raise RuntimeError(f"`agentworld {what}` failed with exit status {done.returncode}; see the log above")
 
 
+#: The dvc.yaml stage that plays a per-domain stage's part for a recorded system.
+RECORDED_STAGES = {"collect": "record", "validate": "validate_recording"}
+
+
 def run_stage(stage: str, run_id: str, parent_run_id: str, domains: list[str] | None = None) -> dict[str, Any]:
     """Reproduce one stage with DVC in the DAG run's workspace (its params.yaml holds the run's
     settings); returns the stage's summary. A per-domain stage runs one target per domain
@@ -51,7 +55,9 @@ def run_stage(stage: str, run_id: str, parent_run_id: str, domains: list[str] | 
     if parent_run_id:
         env[PARENT_RUN_ENV] = parent_run_id
     env = workspace.stage_env(root, project_root(), workspace.experiment_name(root), env)
-    for target in [f"{stage}@{d}" for d in domains] if domains else [stage]:
+    recorded = run_params(run_id).recordings
+    for target in [f"{RECORDED_STAGES.get(stage, stage) if d in recorded else stage}@{d}" for d in domains] \
+            if domains else [stage]:
         status = workspace.repro(root, target, env, preexec_fn=_die_with_parent)
         if status != 0:
             raise RuntimeError(f"`dvc repro {target}` in {root} failed with exit status {status}; see the log above")
@@ -68,14 +74,16 @@ def save_experiment(run_id: str) -> dict[str, Any]:
 
 
 def plan_domains(run_id: str) -> tuple[list[str], dict[str, str]]:
-    """The run's selected domains that can run here, and the reason for each one that cannot."""
+    """The run's selected domains that can run here (and its recorded systems), and the reason
+    for each one that cannot."""
     from agentworld.domains import list_envs
 
-    selected = run_params(run_id).collect.domains
+    params = run_params(run_id)
     status = {env.name: env for env in list_envs()}
-    runnable = [d for d in selected if d in status and status[d].available]
-    skipped = {d: status[d].reason if d in status else "not registered" for d in selected if d not in runnable}
-    return runnable, skipped
+    runnable = [d for d in params.collect.domains if d in status and status[d].available]
+    skipped = {d: status[d].reason if d in status else "not registered" for d in params.collect.domains
+               if d not in runnable}
+    return runnable + list(params.recordings), skipped  # a recording is its own data: it always runs
 
 
 def gate_stage(stage: str, run_id: str) -> str:

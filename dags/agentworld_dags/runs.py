@@ -54,7 +54,20 @@ def resolve_run(form: dict[str, Any], run_id: str, *, domains: list[str] | None 
         check_split(params.collect, params.build)
     create_workspace(project_root(), run_root(run_id))
     run_params_path(run_id).write_text(yaml.safe_dump(params.model_dump(mode="json", by_alias=True), sort_keys=False))
+    link_recordings(params, run_root(run_id))
     return params
+
+
+def link_recordings(params: Params, root: Path) -> None:
+    """Put the project's recordings (`recordings:` in params.yaml; untracked by git, so not in the
+    worktree) into the run's workspace, hard-linked, for its record@NAME stages to read."""
+    for name, folder in params.recordings.items():
+        src, dest = project_root() / folder, root / folder
+        if not (src / "description.json").exists():
+            raise RunRefused(f"recordings.{name}: {src} holds no recording (record it with `agentworld record mcp "
+                             f"--name {name} -- COMMAND`, or `dvc pull` it)")
+        if not dest.exists():
+            shutil.copytree(src, dest, copy_function=_link_or_copy)
 
 
 def run_params(run_id: str) -> Params:
@@ -81,8 +94,8 @@ def training_workspace(form: dict[str, Any], run_id: str, validated: dict[str, A
     params = resolve_run(form, run_id, domains=published)
     root = run_root(run_id)
     sources: dict[str, Path] = {}
-    for domain in params.collect.domains:
-        if published:
+    for domain in params.dataset_domains:
+        if published and domain in validated["domains"]:  # type: ignore[index]
             sources[domain] = Path(validated["domains"][domain]["path"])  # type: ignore[index]
         else:
             sources[domain] = project_root() / "data" / "clean" / f"{domain}.jsonl"
