@@ -1,6 +1,15 @@
-"""Small, hand-made trajectories for unit tests (no environment needed)."""
+"""Small, hand-made trajectories for unit tests (no environment needed), and servers started for a test."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from agentworld.data.schema import Transition, transition_id, utc_now
 
@@ -62,9 +71,7 @@ def built_and_trained(root, params, sft_steps: int | None = None, register: bool
 def stop_process_group(proc) -> None:
     """SIGTERM a server started with `start_new_session=True` and everything it spawned; SIGKILL
     what is still there after 30 s."""
-    import os
     import signal
-    import subprocess
 
     try:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -75,3 +82,27 @@ def stop_process_group(proc) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 90.0) -> None:
+    """Until something listens on 127.0.0.1:`port` (a TCP connect, so no request is recorded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.3)
+    raise TimeoutError(f"{what} did not listen on {port} within {timeout:.0f}s")
+
+
+@contextlib.contextmanager
+def running(cmd: list[str], port: int, what: str, cwd: Path | None = None) -> Iterator[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        wait_for_port(port, proc, what)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process_group(proc)

@@ -141,3 +141,31 @@ def test_a_recording_may_not_take_a_built_in_domain_name(smoke_params):
     with pytest.raises(ParamsError, match="recordings.a b: use letters"):
         parse_params({**raw, "recordings": {"a b": "data/recordings/x"}})
     assert parse_params({**raw, "recordings": {"crm": "data/recordings/crm"}}).dataset_domains[-1] == "crm"
+
+
+def test_controls_turn_the_recordings_cache_off_and_bad_calls_are_refused_first(tmp_path):
+    """With a control set, replayed reality would ignore it: every call goes to the world model
+    (here none is served, so a recorded call is not answered from the recording either)."""
+    from agentworld.data.recording.recording import Recording
+    from agentworld.data.recording.store import RecordingWriter
+    from agentworld.simulation.env import Control
+    from agentworld.simulation.mcp_server import SimulatedServer
+
+    writer = RecordingWriter(tmp_path / "rec", "notes", recorder="mcp-proxy", provenance={})
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+    writer.describe({"kind": "mcp", "server": {"name": "notes", "version": "1"}, "tools": [
+        {"name": "get_note", "description": "a note by id", "inputSchema": schema}]})
+    trajectory = writer.trajectory_id(0)
+    writer.record(trajectory, action={"tool": "get_note", "arguments": {"id": 1}},
+                  observation={"isError": False, "result": {"text": "hello"}})
+    recording = Recording.load(tmp_path / "rec")
+
+    plain = SimulatedServer(recording, None)
+    answer, _ = anyio.run(plain.answer, [], "get_note", {"id": 1})
+    assert answer.structured_content is None and json.loads(answer.content[0].text) == {"text": "hello"}
+    refused, _ = anyio.run(plain.answer, [], "get_note", {"id": "one"})
+    assert refused.is_error and "invalid arguments: id: 'one' is not of type 'integer'" in refused.content[0].text
+    steered = SimulatedServer(recording, None, control=Control(faults=("rate limits",), fault_rate=0.3))
+    unanswered, _ = anyio.run(steered.answer, [], "get_note", {"id": 1})
+    assert steered.cache is None and unanswered.is_error and "world model error" in unanswered.content[0].text
+    assert plain.report()["cache"] == 1 and plain.report()["refused"] == 1 and steered.report()["unanswered"] == 1

@@ -7,16 +7,9 @@ well-formed 502."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 
@@ -24,35 +17,11 @@ import stages.collect
 import stages.validate
 from agentworld.data.io import read_transitions
 from agentworld.data.recording.store import TRAJECTORIES_FILE
-from tests.helpers import stop_process_group
+from tests.helpers import running
 from tests.test_recording_mcp import free_port
 
 SECRET = "sk-live-Hq7Rz2Lm9Vx4Nw8Tp3Kb6Yc1"
 API = "/api/2.0/mlflow/experiments"
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 90.0) -> None:
-    """Until something listens on 127.0.0.1:`port` (a TCP connect, so no request is recorded)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-        time.sleep(0.3)
-    raise TimeoutError(f"{what} did not listen on {port} within {timeout:.0f}s")
-
-
-@contextlib.contextmanager
-def running(cmd: list[str], port: int, what: str, cwd: Path | None = None) -> Iterator[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        wait_for_port(port, proc, what)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_process_group(proc)
 
 
 def session(base: str, name: str) -> list[tuple[int, object]]:

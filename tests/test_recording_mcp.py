@@ -11,12 +11,10 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -25,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from agentworld.data.io import read_transitions
 from agentworld.data.recording.redact import Redactor
 from agentworld.data.recording.store import DESCRIPTION_FILE, TRAJECTORIES_FILE
+from tests.helpers import running
 
 GIT_SERVER = shutil.which("mcp-server-git", path=str(Path(sys.executable).parent))
 pytestmark = pytest.mark.skipif(GIT_SERVER is None, reason="mcp-server-git is installed by `make setup`")
@@ -140,28 +139,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_http_proxy_groups_calls_by_client_session(tmp_path: Path) -> None:
-    repo, out, port = make_repo(tmp_path / "repo"), tmp_path / "recording", free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentworld.cli", "record", "mcp", "--name", "git", "--out", str(out),
-         "--http", str(port), "--", GIT_SERVER, "--repository", str(repo)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"proxy did not start: {proc.stderr.read() if proc.stderr else ''}")
-                time.sleep(0.3)
-        url = f"http://127.0.0.1:{port}/mcp"
-        first = anyio.run(client_run, streamable_http_client(url), repo)
-        second = anyio.run(client_run, streamable_http_client(url), repo)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+def test_http_proxy_groups_calls_by_client_session_and_serve_mcp_replays_them_over_http(tmp_path: Path) -> None:
+    repo, out, port, sim_port = make_repo(tmp_path / "repo"), tmp_path / "recording", free_port(), free_port()
+    proxy = [sys.executable, "-m", "agentworld.cli", "record", "mcp", "--name", "git", "--out", str(out),
+             "--http", str(port), "--", GIT_SERVER, "--repository", str(repo)]
+    with running(proxy, port, "the recording proxy") as base:
+        first = anyio.run(client_run, streamable_http_client(f"{base}/mcp"), repo)
+        second = anyio.run(client_run, streamable_http_client(f"{base}/mcp"), repo)
     assert first["tools"] == second["tools"] and len(first["answers"]) == len(calls(repo))
     rows = read_transitions(out / TRAJECTORIES_FILE)
     by_session: dict[str, list[int]] = {}
@@ -169,6 +153,13 @@ def test_http_proxy_groups_calls_by_client_session(tmp_path: Path) -> None:
         by_session.setdefault(row.trajectory_id, []).append(row.turn)
     assert sorted(map(len, by_session.values())) == [len(calls(repo))] * 2
     assert all(turns == list(range(len(turns))) for turns in by_session.values())
+
+    # The simulated server over streamable HTTP: a replayed session gets the recorded answers.
+    serve = [sys.executable, "-m", "agentworld.cli", "serve", "mcp", "--name", "git", "--recording", str(out),
+             "--model", "none", "--http", str(sim_port)]
+    with running(serve, sim_port, "serve mcp") as base:
+        replayed = anyio.run(client_run, streamable_http_client(f"{base}/mcp"), repo)
+    assert replayed == Redactor().value(first)
 
 
 def test_redactor_replaces_credentials_by_kind_and_keeps_the_rest() -> None:
