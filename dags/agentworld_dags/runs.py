@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from agentworld.config import Params, ParamsError, load_params
+from agentworld.config import KNOWN_DOMAINS, Params, ParamsError, load_params
 from agentworld.tracking.runs import project_root, start_pipeline_run
 from agentworld_dags.form import apply_overrides, overrides_from_form
 from agentworld_dags.workspace import create_workspace
@@ -88,10 +88,12 @@ def training_workspace(form: dict[str, Any], run_id: str, validated: dict[str, A
 
     `validated` is the extra of the validated-set Asset event that triggered the run: the run
     trains on exactly the domains and rows that collect_and_validate run published. A run
-    triggered by hand takes collect.domains and the project's data/clean/.
+    triggered by hand takes collect.domains, the recordings and the project's data/clean/.
     """
     published = sorted((validated or {}).get("domains", {})) or None
-    params = resolve_run(form, run_id, domains=published)
+    # Recorded systems among them stay `recordings:`, not collect.domains.
+    collected = [d for d in published if d in KNOWN_DOMAINS] if published else None
+    params = resolve_run(form, run_id, domains=collected or None)
     root = run_root(run_id)
     sources: dict[str, Path] = {}
     for domain in params.dataset_domains:
