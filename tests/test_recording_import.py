@@ -78,8 +78,15 @@ def test_import_keeps_valid_conversations_and_names_each_rejection(tmp_path: Pat
     assert third.observation == "error: invoice 3 is paid" and third.instruction == "refund invoice 3"
     assert all(r.source == "real" and r.info["recorder"] == "openai-chat-import" for r in rows)
     assert [r.info["source_line"] for r in rows] == [1, 1, 4]
+    assert [r.done for r in rows] == [False, True, True]  # each conversation's last call ends it
     description = json.loads((tmp_path / "rec" / DESCRIPTION_FILE).read_text())
     assert [t["name"] for t in description["tools"]] == ["get_customer", "list_invoices", "refund"]
+    again = tmp_path / "more.jsonl"  # a second import into the same recording keeps the tools listed
+    again.write_text(json.dumps(conversation(calls=[tool_call("z", "void_invoice", {"id": 3})],
+                                             results=[("z", "ok")])) + "\n")
+    assert import_openai_chat(again, "billing", tmp_path / "rec")[:2] == (1, 1)
+    description = json.loads((tmp_path / "rec" / DESCRIPTION_FILE).read_text())
+    assert [t["name"] for t in description["tools"]] == ["get_customer", "list_invoices", "refund", "void_invoice"]
     assert all(SECRET not in p.read_text() for p in (tmp_path / "rec").iterdir())
 
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentworld.data.recording.redact import Redactor
-from agentworld.data.recording.store import RecordingWriter
+from agentworld.data.recording.store import DESCRIPTION_FILE, RecordingWriter
 
 
 class _Message(BaseModel):
@@ -184,13 +184,16 @@ def import_openai_chat(path: Path, name: str, directory: Path, *,
         return 0, 0, rejections
     writer = RecordingWriter(directory, name, recorder="openai-chat-import", redactor=redactor,
                              provenance={"imported_from": str(path)})
-    tools = sorted({call.tool for _, _, calls in valid for call in calls})
+    # Tools of earlier imports into the same recording stay listed.
+    earlier = directory / DESCRIPTION_FILE
+    known = {t["name"] for t in json.loads(earlier.read_text()).get("tools", [])} if earlier.exists() else set()
+    tools = sorted(known | {call.tool for _, _, calls in valid for call in calls})
     writer.describe({"kind": "openai-chat", "tools": [{"name": tool} for tool in tools]})
     for k, (line_no, conversation, calls) in enumerate(valid):
         instruction = next((text_of(m.content) for m in conversation.messages if isinstance(m, UserMessage)), "")
         trajectory = writer.trajectory_id(k)
-        for call in calls:
+        for j, call in enumerate(calls):
             writer.record(trajectory, action={"tool": call.tool, "arguments": call.arguments},
                           observation=call.observation, instruction=instruction,
-                          info={"tool": call.tool, "source_line": line_no})
+                          info={"tool": call.tool, "source_line": line_no}, done=j == len(calls) - 1)
     return len(valid), sum(len(calls) for _, _, calls in valid), rejections

@@ -69,15 +69,17 @@ class RecordingWriter:
         return f"{self._prefix}-{session:04d}"
 
     def record(self, trajectory_id: str, *, action: Any, observation: Any, instruction: str = "",
-               info: dict[str, Any] | None = None) -> Transition:
-        """Append one call: `action` and `observation` are JSON values or text (redacted here)."""
+               info: dict[str, Any] | None = None, done: bool = False) -> Transition:
+        """Append one call: `action` and `observation` are JSON values or text (redacted here).
+        `done` where the recorder knows the episode ended with it (an imported conversation's last
+        call); a live proxy cannot know which call of a session is the last."""
         with self._lock:
             turn = self._turns.get(trajectory_id, 0)
             self._turns[trajectory_id] = turn + 1
             row = Transition(
                 id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn, domain=self.name,
                 env_id=self.name, task_id=trajectory_id, instruction=self.redactor.text(instruction),
-                action=self._text(action), observation=self._text(observation), reward=0.0, done=False,
+                action=self._text(action), observation=self._text(observation), reward=0.0, done=done,
                 source="real", policy="recorded", env_version=self.description_sha256[:12], seed=0,
                 timestamp=utc_now(),
                 info={"recorder": self.recorder, **self.provenance, "description_sha256": self.description_sha256,
