@@ -450,7 +450,7 @@ def serve_mcp(
 
     Example: agentworld serve mcp --name git --model models:/agentworld-world-model@champion
     """
-    from agentworld.data.recording.mcp_proxy import serve_http
+    from agentworld.data.recording.mcp_proxy import serve
     from agentworld.data.recording.recording import Recording, RecordingError
     from agentworld.data.recording.store import recording_dir
     from agentworld.simulation.env import Control
@@ -466,20 +466,11 @@ def serve_mcp(
     simulated = SimulatedServer(loaded, backend, control=control, cache=cache)
     server = simulated.server()
 
-    async def run() -> None:
-        from mcp import stdio_server
-
-        if http is not None:
-            await serve_http(server, http)
-        else:
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
-
     import anyio
 
     _interrupt_on_sigterm()
     try:
-        anyio.run(run)
+        anyio.run(serve, server, http)
     except KeyboardInterrupt:
         pass
     finally:

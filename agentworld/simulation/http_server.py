@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agentworld.data.recording.http_proxy import DEFAULT_SESSION_HEADER, METHODS, http_action
+from agentworld.data.recording.http_proxy import DEFAULT_SESSION_HEADER, METHODS, http_action, session_key
 from agentworld.data.recording.recording import Recording, path_template
 from agentworld.data.recording.store import canonical_json
 from agentworld.models.backends import Backend
@@ -74,8 +74,7 @@ class SimulatedHttpApi(RecordedSystem):
         headers = {k.lower(): v for k, v in request.headers.items()}
         request_json = http_action(request.method, request.url.path, request.url.query, body, headers)
         action = canonical_json(self.redactor.value(request_json))
-        key = headers.get(self.session_header) or (request.client.host if request.client else "client")
-        history = self.sessions.setdefault(key, [])
+        history = self.sessions.setdefault(session_key(request, self.session_header), [])
         status, out_headers, out_body, observation = await self.answer(history, request.method, request.url.path,
                                                                        action)
         history.append((action, observation))

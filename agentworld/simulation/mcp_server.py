@@ -31,6 +31,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from agentworld.data.recording.mcp_proxy import session_key
 from agentworld.data.recording.recording import Recording
 from agentworld.data.recording.store import canonical_json
 from agentworld.data.schema import Transition
@@ -106,8 +107,7 @@ class SimulatedServer(RecordedSystem):
         return types.ListToolsResult(tools=list(self.tools.values()))
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        headers = getattr(ctx.request, "headers", None) or {}
-        history = self.sessions.setdefault(headers.get("mcp-session-id") or "stdio", [])
+        history = self.sessions.setdefault(session_key(ctx), [])
         answer, observation = await self.answer(history, params.name, params.arguments or {})
         history.append((self.action(params.name, params.arguments or {}), observation))
         if isinstance(answer, MCPError):

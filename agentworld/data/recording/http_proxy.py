@@ -62,6 +62,11 @@ def http_observation(status: int, headers: Mapping[str, str], body: bytes) -> di
     return {"status": status, "headers": kept(headers, RESPONSE_HEADERS), "body": body_value(body)}
 
 
+def session_key(request: Request, session_header: str) -> str:
+    """Which agent session a request belongs to: its session header, else its client address."""
+    return request.headers.get(session_header) or (request.client.host if request.client else "client")
+
+
 def build_app(upstream: str, writer: RecordingWriter, *, session_header: str = DEFAULT_SESSION_HEADER) -> Starlette:
     client = httpx.AsyncClient(base_url=upstream.rstrip("/"), timeout=60.0)
     sessions: dict[str, str] = {}
@@ -72,8 +77,7 @@ def build_app(upstream: str, writer: RecordingWriter, *, session_header: str = D
         query = request.url.query
         url = request.url.path + (f"?{query}" if query else "")
         answer = await client.request(request.method, url, content=body, headers=headers)
-        key = request.headers.get(session_header) or (request.client.host if request.client else "client")
-        trajectory = sessions.setdefault(key, writer.trajectory_id(len(sessions)))
+        trajectory = sessions.setdefault(session_key(request, session_header), writer.trajectory_id(len(sessions)))
         lower = {k.lower(): v for k, v in request.headers.items()}
         writer.record(trajectory, action=http_action(request.method, request.url.path, query, body, lower),
                       observation=http_observation(answer.status_code, answer.headers, answer.content),

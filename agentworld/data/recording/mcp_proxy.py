@@ -43,10 +43,7 @@ class Recorder:
         self.sessions: dict[str, str] = {}
 
     def trajectory_for(self, ctx: Any) -> str:
-        """The client session's trajectory: over HTTP the `mcp-session-id` header names it; over
-        stdio the proxy serves one client for its lifetime."""
-        headers = getattr(ctx.request, "headers", None) or {}
-        key = headers.get("mcp-session-id") or "stdio"
+        key = session_key(ctx)
         if key not in self.sessions:
             self.sessions[key] = self.writer.trajectory_id(len(self.sessions))
         return self.sessions[key]
@@ -107,11 +104,23 @@ async def run_proxy(name: str, command: Sequence[str], directory: Path, *, redac
             server: Server[Any] = Server(info.name, version=info.version, title=info.title,
                                          instructions=init.instructions,
                                          on_list_tools=recorder.list_tools, on_call_tool=recorder.call_tool)
-            if http_port is None:
-                async with stdio_server() as (down_read, down_write):
-                    await server.run(down_read, down_write, server.create_initialization_options())
-            else:
-                await serve_http(server, http_port)
+            await serve(server, http_port)
+
+
+def session_key(ctx: Any) -> str:
+    """Which client session a request belongs to: over HTTP the `mcp-session-id` header names it;
+    over stdio a server has one client for its lifetime."""
+    headers = getattr(ctx.request, "headers", None) or {}
+    return headers.get("mcp-session-id") or "stdio"
+
+
+async def serve(server: Server[Any], http_port: int | None) -> None:
+    """Serve `server` over stdio until the client leaves, or over streamable HTTP on `http_port`."""
+    if http_port is not None:
+        await serve_http(server, http_port)
+        return
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
 
 
 async def serve_http(server: Server[Any], port: int) -> None:
