@@ -88,7 +88,7 @@ def test_the_simulators_verifiers_reward_and_end_episodes_as_a_real_checker_does
     tasks = RealTaskSource("terminal")
     stub = StubWorldModel("PASS")
     reference = WorldModelEnv("terminal", stub, tasks, verifier=ReferenceVerifier())
-    judged = WorldModelEnv("terminal", stub, tasks, max_steps=2, verifier=WorldModelVerifier())
+    judged = WorldModelEnv("terminal", stub, tasks, verifier=WorldModelVerifier())
     unverified = WorldModelEnv("terminal", stub, tasks)
     try:
         reference.reset(seed=3, options={"template": "rename_file"})
@@ -100,15 +100,20 @@ def test_the_simulators_verifiers_reward_and_end_episodes_as_a_real_checker_does
         assert (reward, terminated, truncated, info["solved"]) == (1.0, True, False, True)
         with pytest.raises(RuntimeError, match="episode is over"):
             reference.step("ls")
-        # the world model's own verdict is asked only when the episode ends (here at the step limit)
+        # the world model's own verdict is asked after every step, as a real checker is: one more generation
+        stub.observation = "FAIL"
+        unverified.reset(seed=3, options={"template": "rename_file"})
+        calls = stub.calls
+        unverified.step("ls")
+        per_step, calls = stub.calls - calls, stub.calls
         judged.reset(seed=3, options={"template": "rename_file"})
         calls = stub.calls
-        _, reward, terminated, _, info = judged.step("ls")
-        assert (reward, terminated, "solved" in info) == (0.0, False, False)
-        per_step, calls = stub.calls - calls, stub.calls
         _, reward, terminated, truncated, info = judged.step("ls")
-        assert (reward, terminated, truncated, info["solved"]) == (1.0, True, True, True)
-        assert stub.calls - calls == per_step + 1  # one more generation: the simulated checker
+        assert (reward, terminated, truncated, info["solved"]) == (0.0, False, False, False)
+        assert stub.calls - calls == per_step + 1  # the observation, then the simulated checker
+        stub.observation = "PASS"  # the world model now says the checker passes: solved at this step
+        _, reward, terminated, truncated, info = judged.step("ls")
+        assert (reward, terminated, truncated, info["solved"]) == (1.0, True, False, True)
         stub.observation = "FAIL"  # the world model says the checker fails; the end action ends it unsolved
         judged.reset(seed=3, options={"template": "rename_file"})
         _, reward, terminated, _, info = judged.step("exit")
@@ -176,7 +181,7 @@ def test_grpo_over_whole_episodes_inside_the_world_model(tiny_dir, tmp_path):
     tasks = RealTaskSource("terminal")
     stub = StubWorldModel("done")
     try:
-        result, used = train_rl(model, tokenizer, lambda: WorldModelEnv("terminal", stub, tasks, max_steps=2,
+        result, used = train_rl(model, tokenizer, lambda: WorldModelEnv("terminal", stub, tasks,
                                                                         verifier=ReferenceVerifier()),
                                 params.agent, params.distributed, tmp_path / "rl")
     finally:
@@ -205,8 +210,9 @@ def test_the_wall_clock_budget_stops_training():
 def test_sim_rl_experiment_registers_agents_with_their_world_model(tmp_path, mlflow_store, smoke_params):
     """`agentworld experiment sim-rl` at smoke scale (one seed): three arms, each an MLflow run and
     an `agentworld-agent` version tagged with the world-model version; the parent run has the table."""
-    from agentworld.experiments.agents import run_sim_rl
     from mlflow import MlflowClient
+
+    from agentworld.experiments.agents import run_sim_rl
     from tests.helpers import built_and_trained
 
     built_and_trained(tmp_path, smoke_params, sft_steps=2, register=True)
@@ -277,7 +283,7 @@ def test_textworld_agents_learn_from_won_games_and_their_simulated_actions_repla
 
     real = make_env("textworld")
     tasks = RealTaskSource("textworld")
-    sim = WorldModelEnv("textworld", StubWorldModel("You are in a room."), tasks, max_steps=3,
+    sim = WorldModelEnv("textworld", StubWorldModel("You are in a room."), tasks,
                         verifier=ReferenceVerifier())
     try:
         sim.reset(seed=7, options=task_options(TW_TEMPLATES, 7))

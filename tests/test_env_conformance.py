@@ -1,8 +1,9 @@
 """Every domain and the simulator keep the same environment contract, checked as Gymnasium's
 `check_env` does: made through `gymnasium.make`, reset/seed determinism (Gymnasium's own
 checkers), step return types, observations inside the observation space, termination, and a
-`close` that may be called twice. Real envs and simulators also step together behind the same
-`gymnasium.vector.VectorEnv` interface (`TextVectorEnv`)."""
+`close` that may be called twice, and Gymnasium's step limit (`TimeLimit`, registered per domain).
+Real envs and simulators also step together behind the same `gymnasium.vector.VectorEnv`
+interface (`TextVectorEnv`), which applies the same step limits to batched steps."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import random
 import gymnasium
 import pytest
 from gymnasium.utils import env_checker
+from gymnasium.wrappers import TimeLimit
 
 from agentworld.domains import all_domains, list_envs, make_env, make_policy
 from agentworld.envs.base import TextEnv
+from agentworld.envs.engine import ReplayPolicy, run_episodes
 from agentworld.envs.process import EnvWorkerError, ProcessEnv
 from agentworld.envs.vector import TextVectorEnv
 from agentworld.models.backends import TransformersBackend
@@ -36,13 +39,15 @@ def _gymnasium_checks(env: TextEnv) -> None:
     env_checker.check_reset_options(env)
 
 
-def _episode(env: TextEnv, seed: int, actions: list[str] | None = None) -> tuple[list[str], list[str]]:
-    """Observations of one episode from `seed`, playing `actions` or the domain's scripted policy."""
+def _episode(env: gymnasium.Env, seed: int, actions: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """Observations of one episode from `seed`, playing `actions` or the domain's scripted policy
+    (stepping `env` itself, wrappers included; its TextEnv's attributes read through `unwrapped`)."""
+    inner: TextEnv = env.unwrapped  # type: ignore[assignment]
     observation, info = env.reset(seed=seed)
     assert isinstance(observation, str) and isinstance(info, dict)
     assert observation in env.observation_space, "first observation outside the observation space"
-    assert env.task is not None and env.task.domain == env.domain
-    policy = None if actions is not None else make_policy(env.domain, "scripted", env.task)
+    assert inner.task is not None and inner.task.domain == inner.domain
+    policy = None if actions is not None else make_policy(inner.domain, "scripted", inner.task)
     played, observations, rng = [], [observation], random.Random(seed)
     history: list[tuple[str, str]] = []
     for step in range(STEPS if actions is None else len(actions)):
@@ -56,7 +61,7 @@ def _episode(env: TextEnv, seed: int, actions: list[str] | None = None) -> tuple
         observations.append(observation)
         history.append((action, observation))
         if terminated or truncated:
-            assert env.verify() in (True, False, None)
+            assert inner.verify() in (True, False, None)
             break
     return played, observations
 
@@ -67,7 +72,8 @@ def test_every_domain_keeps_the_environment_contract(domain: str):
     declared = all_domains()[domain]
     env = gymnasium.make(declared.gym_id)
     try:
-        assert isinstance(env, TextEnv) and env.domain == domain and env.spec is not None
+        assert isinstance(env, TimeLimit) and env.spec.max_episode_steps == declared.max_episode_steps
+        assert isinstance(env.unwrapped, TextEnv) and env.unwrapped.domain == domain
         _gymnasium_checks(env)
         actions, first = _episode(env, seed=7)
         _, again = _episode(env, seed=7, actions=actions)
@@ -169,6 +175,40 @@ def test_real_envs_and_simulators_step_together_behind_one_vector_interface(kind
         if kind == "simulated":  # one batched generation per vector step (the end action needs none)
             assert backend.calls - calls == 2
         vector.reset(seed=[9, None], options={"reset_mask": [True, False]})
-        assert vector.running.all() and envs[1].task is not None
+        assert vector.running.all() and vector.envs[1].task is not None
+    finally:
+        vector.close()
+
+
+def test_step_limits_are_gymnasiums_time_limit_for_single_and_batched_steps(tiny_world_model):
+    """One step-limit rule everywhere: `TimeLimit` truncates the step that reaches the limit, and
+    a vector applies each sub-env's limit (its TimeLimit, its registered one, or the vector's
+    override) to batched steps, where wrappers are not stepped."""
+    _skip_unless_available("terminal")
+    terminal = all_domains()["terminal"]
+    single = gymnasium.make(terminal.gym_id, max_episode_steps=2)
+    try:
+        single.reset(seed=7)
+        assert single.step("ls")[2:4] == (False, False)
+        assert single.step("ls")[2:4] == (False, True)
+    finally:
+        single.close()
+    registered = make_env("terminal")
+    assert registered.spec.max_episode_steps == terminal.max_episode_steps
+    envs = [gymnasium.make(terminal.gym_id, max_episode_steps=2),
+            TimeLimit(WorldModelEnv("terminal", tiny_world_model, retries=0), max_episode_steps=3), registered]
+    vector = TextVectorEnv(envs)
+    assert vector.max_episode_steps == (2, 3, terminal.max_episode_steps)
+    assert TextVectorEnv(envs, max_episode_steps=[None, 1, 4]).max_episode_steps == (2, 1, 4)
+    try:
+        vector = TextVectorEnv(envs, max_episode_steps=[None, None, 4])
+        vector.reset(seed=7)
+        steps = list(run_episodes(vector, ReplayPolicy([["ls"] * 5] * 3)))
+        ends = {step.index: step for step in steps if step.last}
+        assert {k: step.turn + 1 for k, step in ends.items()} == {0: 2, 1: 3, 2: 4}
+        assert all(step.result[3] and step.info["max_steps_reached"] for step in ends.values())
+        assert not any(step.info.get("max_steps_reached") for step in steps if not step.last)
+        with pytest.raises(ValueError, match="no step limit"):
+            next(run_episodes(TextVectorEnv([WorldModelEnv("terminal", tiny_world_model)]), ReplayPolicy([["ls"]])))
     finally:
         vector.close()

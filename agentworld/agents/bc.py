@@ -67,7 +67,7 @@ def recorded_demos(path: Path, templates: Sequence[str]) -> list[Demo]:
 def scripted_demos(domain: str, episodes: int, first_seed: int, templates: Sequence[str], max_steps: int) -> tuple[list[Demo], int]:
     """Fresh scripted episodes on the real environment; the successful ones, and the real steps spent."""
     env = make_env(domain)
-    vector = TextVectorEnv([env])
+    vector = TextVectorEnv([env], max_episode_steps=max_steps)
     demos, steps = [], 0
     try:
         for k in range(episodes):
@@ -76,7 +76,7 @@ def scripted_demos(domain: str, episodes: int, first_seed: int, templates: Seque
             policy = BehaviourPolicies([make_policy(domain, "scripted", env.task)], [observation],  # type: ignore[arg-type]
                                        [random.Random(f"demo:{seed}")])
             observations, actions = [observation], []
-            for step in run_episodes(vector, policy, max_steps):
+            for step in run_episodes(vector, policy):
                 steps += 1
                 actions.append(step.action)
                 observations.append(step.observation)

@@ -73,7 +73,7 @@ def play(agent: LMAgent, envs: Sequence[TextEnv], seeds: Sequence[int], *, max_s
     the final state (`TextEnv.verify`: None where an env cannot re-judge, as a simulator)."""
     if len(envs) != len(seeds):
         raise ValueError(f"{len(envs)} envs but {len(seeds)} seeds")
-    vector = TextVectorEnv(envs)
+    vector = TextVectorEnv(envs, max_episode_steps=max_steps)
     options = {"env_options": [task_options(templates, seed) for seed in seeds]}
     observations, infos = vector.reset(seed=list(seeds), options=options)
     episodes: list[Episode] = []
@@ -83,7 +83,7 @@ def play(agent: LMAgent, envs: Sequence[TextEnv], seeds: Sequence[int], *, max_s
                                 info.get("template") or (task.setup.get("template") if task else None),
                                 agent.start(observations[i]), simulated=bool(info.get("simulated")),
                                 observations=[observations[i]]))
-    for step in run_episodes(vector, AgentPolicy(agent, episodes, temperature), max_steps):
+    for step in run_episodes(vector, AgentPolicy(agent, episodes, temperature)):
         episode = episodes[step.index]
         episode.actions.append(step.action)
         episode.observations.append(step.observation)

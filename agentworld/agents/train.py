@@ -123,8 +123,7 @@ def environment_factory(params: Params, world_model: WorldModel, rl_env: str) ->
                                   settings.rl.num_generations * settings.rl.tasks_per_step, params.model.max_seq_len)
     tasks = RealTaskSource(settings.domain, lambda: make_env(settings.domain, params.sandbox))
     verifier = make_verifier(settings.rl.sim_success)
-    return (lambda: WorldModelEnv(settings.domain, backend, tasks, max_steps=settings.max_steps,
-                                  verifier=verifier)), tasks.close
+    return (lambda: WorldModelEnv(settings.domain, backend, tasks, verifier=verifier)), tasks.close
 
 
 def run_name(params: Params) -> str:

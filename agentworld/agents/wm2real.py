@@ -24,9 +24,9 @@ from agentworld.simulation.env import WorldModelEnv
 
 def replay(episode: Episode, env: TextEnv, templates: Sequence[str]) -> bool:
     """The real environment's verdict on a simulated episode's actions (same seed, same task)."""
-    vector = TextVectorEnv([env])
+    vector = TextVectorEnv([env], max_episode_steps=len(episode.actions))
     vector.reset(seed=[episode.seed], options={"env_options": [task_options(templates, episode.seed)]})
-    steps = run_episodes(vector, ReplayPolicy([episode.actions]), max_steps=len(episode.actions))
+    steps = run_episodes(vector, ReplayPolicy([episode.actions]))
     return any([solved(step.reward, step.info) for step in steps])
 
 

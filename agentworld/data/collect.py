@@ -152,8 +152,8 @@ class _ShardStore:
 def _play_episode(env: TextEnv, domain: str, params: CollectParams, index: int) -> Iterator[Transition]:
     if env.domain != domain:
         raise ValueError(f"a {env.domain} env cannot collect {domain} episodes")
-    yield from play_episodes(TextVectorEnv([env]), [index], base_seed=params.seed, policy_mix=params.policy_mix,
-                             max_steps=params.max_steps, trajectory_prefix=domain)
+    yield from play_episodes(TextVectorEnv([env], max_episode_steps=params.max_steps), [index], base_seed=params.seed,
+                             policy_mix=params.policy_mix, trajectory_prefix=domain)
 
 
 def play_episode(domain: str, seed: int, max_steps: int, policy_name: str,

@@ -49,8 +49,8 @@ def choose_policy(mix: PolicyMix, rng: random.Random) -> str:
 def transition(env: TextEnv, task: Task, trajectory_id: str, turn: int, action: str, result: StepResult, *,
                last: bool, policy: str, seed: int, info: Mapping[str, Any]) -> Transition:
     """One step as a row. `info` is the step's info plus what the caller adds (episode index,
-    the simulating model); whether the episode ended by itself or at the step limit is recorded
-    here for every source."""
+    the simulating model); whether the episode ended by itself or at the step limit (the vector's
+    `TimeLimit` rule marks that step) is recorded here for every source."""
     observation, reward, terminated, truncated, step_info = result
     return Transition(
         id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn, domain=env.domain,
@@ -58,7 +58,7 @@ def transition(env: TextEnv, task: Task, trajectory_id: str, turn: int, action: 
         observation=observation, reward=float(reward), done=last,
         source="synthetic" if step_info.get("simulated") else "real", policy=policy,
         env_version=env.env_version, seed=seed, timestamp=utc_now(),
-        info={**info, "terminated": terminated, "max_steps_reached": last and not (terminated or truncated)},
+        info={**info, "terminated": terminated, "max_steps_reached": bool(step_info.get("max_steps_reached"))},
     )
 
 
@@ -79,10 +79,10 @@ class BehaviourPolicies:
 
 
 def play_episodes(vector: TextVectorEnv, indices: Sequence[int], *, base_seed: int, policy_mix: PolicyMix,
-                  max_steps: int, trajectory_prefix: str, extra_info: Mapping[str, Any] | None = None,
+                  trajectory_prefix: str, extra_info: Mapping[str, Any] | None = None,
                   drop_info: Sequence[str] = ()) -> Iterator[Transition]:
     """Play episode `indices[k]` on sub-env k of `vector`, all together, yielding each step's row
-    as it completes. `drop_info` leaves bulky step info out of the rows."""
+    as it completes, up to the vector's step limits. `drop_info` leaves bulky step info out of the rows."""
     if vector.num_envs != len(indices):
         raise ValueError(f"{vector.num_envs} envs but {len(indices)} episodes")
     envs = vector.envs
@@ -98,7 +98,7 @@ def play_episodes(vector: TextVectorEnv, indices: Sequence[int], *, base_seed: i
     policy = BehaviourPolicies([make_policy(env.domain, name, task) for env, name, task in zip(envs, names, tasks)],
                                observations, rngs)
     trajectory_ids = [trajectory_id_for(trajectory_prefix, base_seed, i) for i in indices]
-    for step in run_episodes(vector, policy, max_steps):
+    for step in run_episodes(vector, policy):
         k = step.index
         info = {**{key: v for key, v in step.info.items() if key not in drop_info}, **(extra_info or {}),
                 "episode_index": indices[k]}

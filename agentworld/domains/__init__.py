@@ -101,8 +101,10 @@ def list_envs() -> list[EnvStatus]:
 def make_env(name: str, sandbox_params: SandboxParams | None = None, *, process: bool = False) -> TextEnv:
     """`gymnasium.make` of domain `name`; raises EnvUnavailable (with the fix) if it cannot run here.
 
-    The env comes unwrapped (no order-enforcing or checker wrapper) so its own attributes
-    (`task`, `verify`) stay reachable; `tests/test_env_conformance.py` runs Gymnasium's checks.
+    The env comes out of its `TimeLimit` so its own attributes (`task`, `verify`) stay reachable;
+    its `spec.max_episode_steps` keeps the limit, which a `TextVectorEnv` applies (batched
+    stepping goes around wrappers). `gymnasium.make(domain.gym_id)` itself gives the wrapped env;
+    `tests/test_env_conformance.py` runs Gymnasium's checks.
     `process=True`: the env runs in a worker process of its own (`agentworld.envs.process`), so
     a vector of them steps in parallel."""
     declared = get_domain(name)
@@ -115,7 +117,10 @@ def make_env(name: str, sandbox_params: SandboxParams | None = None, *, process:
         from agentworld.envs.process import ProcessEnv
 
         return ProcessEnv(name, sandbox_params or SandboxParams())
-    return gymnasium.make(declared.gym_id, sandbox_params=sandbox_params or SandboxParams())  # type: ignore[return-value]
+    wrapped = gymnasium.make(declared.gym_id, sandbox_params=sandbox_params or SandboxParams())
+    env = wrapped.unwrapped
+    env.spec = wrapped.spec  # with the TimeLimit's max_episode_steps (make leaves it off the inner env's spec)
+    return env  # type: ignore[return-value]
 
 
 def make_policy(domain: str, name: str, task: Task) -> Policy:
@@ -134,9 +139,9 @@ def lazy(module: str, attribute: str) -> Any:
 def _register_with_gymnasium() -> None:
     for declared in all_domains().values():
         if declared.gym_id not in gymnasium.registry:
-            # order_enforce/env checker off: the returned env is the TextEnv itself (see make_env).
+            # The env checker is run by the conformance test, not on every make.
             gymnasium.register(id=declared.gym_id, entry_point=declared.entry_point,
-                               order_enforce=False, disable_env_checker=True)
+                               max_episode_steps=declared.max_episode_steps, disable_env_checker=True)
 
 
 _register_with_gymnasium()

@@ -89,6 +89,9 @@ class Domain:
     first_observation: Callable[[str], str] | None = None
     #: Actions that end an episode (as the real env treats them; the simulator does the same).
     end_actions: frozenset[str] = frozenset()
+    #: The registered step limit (`gymnasium.make` wraps the env in `TimeLimit`); the pipeline's
+    #: own limits (`collect.max_steps`, `agent.max_steps`, ...) override it.
+    max_episode_steps: int = 50
     #: The agent's system prompt and its done action, for domains agents are trained on.
     agent_prompt: str | None = None
     done_action: str | None = None

@@ -38,7 +38,7 @@ class Step:
     turn: int  # 0-based step of its episode
     action: str
     result: StepResult
-    last: bool  # the episode ended here: terminated, truncated, or the step limit
+    last: bool  # the episode ended here: terminated or truncated (the step limit truncates)
 
     @property
     def observation(self) -> str:
@@ -53,9 +53,15 @@ class Step:
         return self.result[4]
 
 
-def run_episodes(vector: TextVectorEnv, policy: EpisodePolicy, max_steps: int) -> Iterator[Step]:
-    """Step `vector`'s running episodes with `policy` until each ends or reaches `max_steps`."""
-    for turn in range(max_steps):
+def run_episodes(vector: TextVectorEnv, policy: EpisodePolicy) -> Iterator[Step]:
+    """Step `vector`'s running episodes with `policy` until each terminates or is truncated (every
+    sub-env needs a step limit: `TextVectorEnv(..., max_episode_steps=N)` or its registered one)."""
+    unlimited = [k for k, limit in enumerate(vector.max_episode_steps) if limit is None]
+    if unlimited:
+        raise ValueError(f"sub-envs {unlimited} have no step limit: give TextVectorEnv max_episode_steps "
+                         "(or wrap the env in gymnasium.wrappers.TimeLimit)")
+    turns = [0] * vector.num_envs
+    while True:
         active = [int(k) for k in vector.running.nonzero()[0]]
         if not active:
             return
@@ -65,10 +71,9 @@ def run_episodes(vector: TextVectorEnv, policy: EpisodePolicy, max_steps: int) -
         stepped = vector.step(actions)
         for k in active:
             result = step_result(*stepped, index=k)
-            last = result[2] or result[3] or turn == max_steps - 1
-            if last:
-                vector.stop(k)
-            yield Step(k, turn, actions[k], result, last)
+            last = result[2] or result[3]
+            yield Step(k, turns[k], actions[k], result, last)
+            turns[k] += 1
             policy.observe(k, actions[k], result[0], last)
 
 

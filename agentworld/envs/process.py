@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+import gymnasium
+
 from agentworld.envs.base import StepResult, TextEnv
 
 if TYPE_CHECKING:
@@ -99,6 +101,9 @@ class ProcessEnv(TextEnv):
     def __init__(self, domain: str, sandbox_params: SandboxParams | None = None) -> None:
         super().__init__()
         self.domain = domain
+        from agentworld.domains import get_domain
+
+        self.spec = gymnasium.spec(get_domain(domain).gym_id)  # the registered step limit, as make_env's env has
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child, domain, sandbox_params),

@@ -57,12 +57,12 @@ def rollout(generate: Generate, episodes: Sequence[BenchRecord], horizon: int, n
     for domain in sorted({ep.domain for ep in episodes}):
         group = [ep for ep in episodes if ep.domain == domain]
         lengths = [min(len(ep.prompt), len(ep.response), horizon) for ep in group]
-        vector = TextVectorEnv([WorldModelEnv(domain, backend, RecordedStart(ep), system=ep.system_str,
-                                              max_steps=n, retries=0) for ep, n in zip(group, lengths)])
+        vector = TextVectorEnv([WorldModelEnv(domain, backend, RecordedStart(ep), system=ep.system_str, retries=0)
+                                for ep in group], max_episode_steps=lengths)
         try:
             vector.reset(seed=0)
             replay = ReplayPolicy([ep.prompt[:n] for ep, n in zip(group, lengths)])
-            for step in run_episodes(vector, replay, max(lengths)):
+            for step in run_episodes(vector, replay):
                 ep, reference = group[step.index], group[step.index].observations[step.turn]
                 rows.append({"episode": ep.episode, "task": domain, "step": step.turn, "action": step.action,
                              "prediction": step.observation, "reference": reference,

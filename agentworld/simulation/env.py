@@ -10,7 +10,8 @@ run's `Control` instructions in the system prompt.
 Reward and termination come from an injected `Verifier` (agentworld/simulation/verifiers.py),
 as a real environment's come from its checker: reward 1.0 and `terminated` at the step the
 verifier first says solved (`info["solved"]`). Without one, the reward is 0 and only the
-domain's end action or `max_steps` end an episode.
+domain's end action ends an episode. The step limit is Gymnasium's `TimeLimit` (or the
+`TextVectorEnv`'s `max_episode_steps`), outside the env.
 
 A generation without the observation marker is retried by sampling (`retries` times at
 `retry_temperature`); if it is still malformed, the episode goes on with a marked error
@@ -102,15 +103,16 @@ class WorldModelEnv(TextEnv):
 
     def __init__(self, domain: str, backend: Backend, tasks: TaskSource | None = None, *,
                  control: Control | None = None, retries: int = 2, retry_temperature: float = 0.8,
-                 max_steps: int | None = None, verifier: Verifier | None = None, system: str | None = None) -> None:
+                 verifier: Verifier | None = None, system: str | None = None) -> None:
         """`system`: a fixed system prompt (a recorded episode's own, for rollouts) instead of the
-        domain's world-model prompt for each task."""
+        domain's world-model prompt for each task. Step limits are Gymnasium's: wrap it in
+        `gymnasium.wrappers.TimeLimit`, or give the `TextVectorEnv` of them `max_episode_steps`."""
         super().__init__()
         self.domain, self.backend, self.verifier = domain, backend, verifier
         self._owns_tasks = tasks is None
         self.tasks = tasks or RealTaskSource(domain)
         self.control = control or Control()
-        self.retries, self.retry_temperature, self.max_steps = retries, retry_temperature, max_steps
+        self.retries, self.retry_temperature = retries, retry_temperature
         self.history: list[tuple[str, str]] = []
         self.fixed_system = system
         self._system = ""
@@ -158,10 +160,8 @@ class WorldModelEnv(TextEnv):
         if not well_formed:
             observation = ERROR_OBSERVATION.format(attempts=attempts)
         self.history.append((action, observation))
-        truncated = self.max_steps is not None and len(self.history) >= self.max_steps
-        self._done = truncated
         info = {"attempts": attempts, "wm_error": not well_formed, "generation": generation}
-        return observation, 0.0, False, truncated, {**info, **self._tags()}
+        return observation, 0.0, False, False, {**info, **self._tags()}
 
     def _finish(self, action: str, observation: str, info: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.history.append((action, observation))
@@ -203,11 +203,10 @@ def step_many(envs: Sequence[WorldModelEnv], actions: Sequence[str]) -> list[Ste
 
 def verify(envs: Sequence[WorldModelEnv], results: list[StepResult]) -> list[StepResult]:
     """Reward and termination from each env's verifier, as a real env's checker gives them: the
-    verifier is asked after every step (or, if it checks only at the end, when the episode ends);
-    solved means reward 1.0, `terminated` and `info["solved"]`."""
+    verifier is asked after every step; solved means reward 1.0, `terminated` and `info["solved"]`."""
     asked: dict[int, tuple[Verifier, list[int]]] = {}
-    for i, (env, (_, _, terminated, truncated, _)) in enumerate(zip(envs, results)):
-        if env.verifier is not None and (env.verifier.every_step or terminated or truncated):
+    for i, env in enumerate(envs):
+        if env.verifier is not None:
             asked.setdefault(id(env.verifier), (env.verifier, []))[1].append(i)
     out = list(results)
     for verifier, indices in asked.values():

@@ -38,8 +38,9 @@ def synthesize_domain(domain: str, backend: Backend, params: SynthesizeParams, m
         for start in range(0, len(indices), params.batch):
             chunk = indices[start: start + params.batch]
             envs = [WorldModelEnv(domain, backend, tasks, control=control, retries=params.retries) for _ in chunk]
-            yield from play_episodes(TextVectorEnv(envs), chunk, base_seed=params.seed, policy_mix=params.policy_mix,
-                                     max_steps=params.max_steps, trajectory_prefix=f"{domain}-synthetic",
+            yield from play_episodes(TextVectorEnv(envs, max_episode_steps=params.max_steps), chunk,
+                                     base_seed=params.seed, policy_mix=params.policy_mix,
+                                     trajectory_prefix=f"{domain}-synthetic",
                                      extra_info={"world_model": model_label},
                                      drop_info=("generation",))
             bar.update(len(chunk))

@@ -2,15 +2,15 @@
 
 A real environment rewards 1.0 when its checker passes and ends the episode there. A
 WorldModelEnv has no real state to check, so it is given a verifier and returns reward and
-termination from it the same way (`WorldModelEnv(..., verifier=...)`):
+termination from it the same way (`WorldModelEnv(..., verifier=...)`), asked after every step as a
+real env's checker is (the env does not know its step limit: that is Gymnasium's `TimeLimit`'s):
 
-- `ReferenceVerifier` (after every step): solved once the task's reference solution's final,
+- `ReferenceVerifier`: solved once the task's reference solution's final,
   state-changing command appears among the agent's actions (whitespace-normalised). Exact but
   narrow: another correct command does not count.
-- `WorldModelVerifier` (when the episode ends: the end action or the step limit): the world
-  model simulates the task's checker (`<check> && echo PASS || echo FAIL`, given the whole
-  simulated history) and success is PASS. As good as the world model; a one-generation cost per
-  check, hence only at the end.
+- `WorldModelVerifier`: the world model simulates the task's checker (`<check> && echo PASS ||
+  echo FAIL`, given the whole simulated history) and success is PASS. As good as the world
+  model; it costs one more generation per step of a task that has a checker.
 
 Without a verifier a WorldModelEnv rewards 0 and only the end action or the step limit end an
 episode (synthetic data collection needs no verdict).
@@ -33,8 +33,6 @@ def normalise(command: str) -> str:
 
 class Verifier(Protocol):
     name: str
-    #: Checked after every step (True) or only when the episode ends (False).
-    every_step: bool
 
     def verdicts(self, envs: Sequence[WorldModelEnv]) -> list[bool]:
         """Solved or not, for each env's current episode (its task and simulated history)."""
@@ -43,7 +41,6 @@ class Verifier(Protocol):
 
 class ReferenceVerifier:
     name = "reference"
-    every_step = True
 
     def verdicts(self, envs: Sequence[WorldModelEnv]) -> list[bool]:
         out = []
@@ -55,7 +52,6 @@ class ReferenceVerifier:
 
 class WorldModelVerifier:
     name = "world_model"
-    every_step = False
 
     def verdicts(self, envs: Sequence[WorldModelEnv]) -> list[bool]:
         checks = [env.task.setup.get("check") if env.task else None for env in envs]

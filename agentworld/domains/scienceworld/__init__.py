@@ -19,6 +19,7 @@ DOMAIN = Domain(
     name="scienceworld",
     description="ScienceWorld (bundled Java simulator): short science tasks, one train variation per episode",
     entry_point="agentworld.domains.scienceworld.env:factory",
+    max_episode_steps=100,
     probe=lazy("agentworld.domains.scienceworld.env", "probe"),
     policies=lazy("agentworld.domains.scienceworld.env", "scienceworld_policy"),
     world_model_prompt=WORLD_MODEL_PROMPT,

@@ -10,7 +10,8 @@ loads it and returns the task description followed by the initial `look around`.
 Rewards: ScienceWorld scores run 0..100 (-100 when the agent fails, e.g. focuses on the
 wrong object). The reward of a step is the score delta divided by 100, so a solved episode's
 rewards sum to 1.0 and a failure can yield a negative reward. `terminated` is True when the
-task is completed or failed (score < 0); `truncated` when `max_steps` steps were taken.
+task is completed or failed (score < 0). The step limit is Gymnasium's `TimeLimit` (the domain's
+registered `max_episode_steps`), not the env's.
 Invalid actions get the simulator's own refusal ("No known action matches that input.") and
 reward 0; ambiguous ones get its numbered disambiguation prompt, answered by a number next step.
 
@@ -113,14 +114,13 @@ class ScienceWorldTextEnv(TextEnv):
     env_version = "1"
 
     def __init__(self, sandbox_params: Any = None, *, task_types: Sequence[str] | None = None,
-                 max_steps: int = 100, valid_actions: bool = True, deterministic: bool = True,
+                 valid_actions: bool = True, deterministic: bool = True,
                  close_timeout_s: float = 10.0) -> None:
         super().__init__()
         self.sandbox_params = sandbox_params  # accepted for the registry's factory signature; unused
         self.task_types = tuple(task_types or TASK_TYPES)
         if not self.task_types:
             raise ValueError("task_types must not be empty")
-        self.max_steps = max_steps
         self.valid_actions = valid_actions
         self.deterministic = deterministic
         self.close_timeout_s = close_timeout_s
@@ -148,7 +148,7 @@ class ScienceWorldTextEnv(TextEnv):
             if not ok:
                 raise RuntimeError(f"ScienceWorld is unavailable: {reason}")
             import scienceworld.scienceworld as sw_module
-            # envStepLimit is enforced here (max_steps -> truncated), not by the wrapper.
+            # No step limit inside ScienceWorld: Gymnasium's TimeLimit is the one.
             with _LAUNCH_LOCK:
                 original = sw_module.launch_gateway
                 if self.deterministic:
@@ -199,15 +199,14 @@ class ScienceWorldTextEnv(TextEnv):
         reward = (score - self._score) / 100.0
         self._score = score
         terminated = completed or failed
-        truncated = not terminated and self._steps >= self.max_steps
-        self._done = terminated or truncated
+        self._done = terminated
         info: dict[str, Any] = {"task_id": self.task.task_id, "step": self._steps, "score": score,
                                 "moves": int(sw.get_num_moves()), "completed": completed and not failed,
                                 "failed": failed, "valid": observation.strip() != REFUSAL,
                                 "ambiguous": observation.startswith(AMBIGUOUS_PREFIX)}
         if self.valid_actions:
             info["valid_action_count"] = len(sw.server.getValidActionObjectCombinations())
-        return observation, reward, terminated, truncated, info
+        return observation, reward, terminated, False, info
 
     def close(self) -> None:
         """Shut the Java server down and wait for it to exit (kill it if it does not)."""
