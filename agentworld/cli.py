@@ -157,14 +157,28 @@ def stage(
     domain: list[str] = typer.Option(None, help="per-domain stages (collect, validate): only this domain "
                                                 "(repeatable; default: every domain in collect.domains)"),
     summary_path: Optional[Path] = typer.Option(None, "--summary", help="also write the stage's summary (JSON) here"),
+    inputs: list[Path] = typer.Option(None, "--in", help="a data input the stage reads (under --root; repeatable): "
+                                                        "refused before any work if it is missing"),
+    outputs: list[Path] = typer.Option(None, "--out", help="an output the stage writes (under --root; repeatable): "
+                                                          "the command fails if the stage did not write it"),
 ) -> None:
     """Run one pipeline stage (what each dvc.yaml stage and each Airflow task calls).
 
+    dvc.yaml's commands name every data input and output (`--in`, `--out`, the same paths as the
+    stage's deps and outs; tests/test_dvc_stages.py keeps them equal), so a command read alone
+    says what the stage consumes and produces, and run by hand it says what is missing.
+
     Example: agentworld stage collect --domain terminal --root runs/try1
+    Example: agentworld stage cpt --in data/sft/train.jsonl --in models/tokenizer --out models/cpt
     """
     from stages import PER_DOMAIN_STAGES, get_stage
 
     name = name.value
+    missing = [str(path) for path in inputs or [] if not (root / path).exists()]
+    if missing:
+        typer.echo(f"stage {name}: missing input(s) under {root}: {', '.join(missing)} (run the stages that "
+                   "write them first: `dvc repro` runs them in order)", err=True)
+        raise typer.Exit(2)
     params = _load(params_path)
     if domain and name not in PER_DOMAIN_STAGES:
         raise typer.BadParameter(f"stage {name!r} covers every domain; --domain applies to "
@@ -192,6 +206,10 @@ def stage(
         summary_path.parent.mkdir(parents=True, exist_ok=True)
         summary_path.write_text(text)
     typer.echo(text)
+    unwritten = [str(path) for path in outputs or [] if not (root / path).exists()]
+    if unwritten:
+        typer.echo(f"stage {name}: declared output(s) not written under {root}: {', '.join(unwritten)}", err=True)
+        raise typer.Exit(1)
 
 
 def _launch_on_cluster(name: str, params: Params, params_path: Path, root: Path) -> bool:
