@@ -393,6 +393,95 @@ def agent_train(
     typer.echo(text)
 
 
+@agent_app.command("test")
+def agent_test(
+    suite_path: Path = typer.Argument(..., metavar="SUITE", help="the suite file (YAML; see agentworld/suites/suite.py)"),
+    agent: Optional[str] = typer.Option(None, help="the agent under test: module:function (observations, actions "
+                                                   "-> action), models:/agentworld-agent/N|@alias, or a checkpoint folder"),
+    agent_base_url: Optional[str] = typer.Option(None, help="an OpenAI-compatible chat endpoint of the agent "
+                                                            "(e.g. http://127.0.0.1:8001/v1)"),
+    agent_model: Optional[str] = typer.Option(None, help="the model name the endpoint serves"),
+    agent_api_key_env: str = typer.Option("AGENT_API_KEY", help="environment variable holding the endpoint's key"),
+    agent_tools: bool = typer.Option(True, help="offer each domain's actions as function tools (--no-agent-tools: "
+                                                "plain chat, the reply is the action)"),
+    agent_max_tokens: int = typer.Option(256, min=1, help="the most tokens the agent may generate per action"),
+    simulator_url: Optional[str] = typer.Option(None, help="answer `sim` cases with this OpenAI-compatible world "
+                                                          "model server (e.g. `agentworld serve`'s), not the suite's"),
+    simulator_model: str = typer.Option("agentworld-world-model", help="the model name --simulator-url serves"),
+    out: Path = typer.Option(Path("reports/agent_test"), help="folder for report.json, report.md, transcripts"),
+    junit: Optional[Path] = typer.Option(None, help="the JUnit XML file (default: OUT/junit.xml)"),
+    baseline: Optional[Path] = typer.Option(None, help="a previous run's report.json: significant drops in "
+                                                       "success are regressions (and fail the run)"),
+    mlflow_run: bool = typer.Option(True, "--mlflow/--no-mlflow", help="log the run to MLflow"),
+    tag: list[str] = typer.Option(None, help="extra MLflow tag KEY=VALUE (repeatable)"),
+) -> None:
+    """Test an agent against a suite of tasks in the simulator and/or the real environments,
+    with injected faults; exit 1 when a threshold is missed or success regressed.
+
+    Example: agentworld agent test examples/agent-tests/terminal.yaml --agent examples.agent_tests.scripted:act
+    Example: agentworld agent test suite.yaml --agent-base-url http://127.0.0.1:8001/v1 --agent-model my-agent
+    """
+    from agentworld.suites.agents import AgentError, agent_factory
+    from agentworld.suites.report import (
+        compare,
+        log_to_mlflow,
+        print_table,
+        record_on_version,
+        report_data,
+        write_outputs,
+    )
+    from agentworld.suites.run import run_suite
+    from agentworld.suites.suite import SimulatorSpec, SuiteError, load_suite
+
+    try:
+        suite = load_suite(suite_path)
+        if simulator_url:
+            verifier = suite.simulator.verifier if suite.simulator else "reference"
+            suite = suite.model_copy(update={"simulator": SimulatorSpec(base_url=simulator_url, model_name=simulator_model,
+                                                                        verifier=verifier)})
+        simulator = suite.simulator.model if suite.simulator else None
+        if any((spec or "").startswith("models:/") for spec in (agent, simulator)):
+            from agentworld.tracking.runs import configure
+
+            configure("agentworld-agent-tests")  # the registry the models are read from
+        factory, registered = agent_factory(agent, agent_base_url, agent_model, concurrency=8,
+                                            api_key=os.environ.get(agent_api_key_env, "none"),
+                                            tools=agent_tools, max_new_tokens=agent_max_tokens)
+        previous = json.loads(baseline.read_text()) if baseline else None
+    except (SuiteError, AgentError) as err:
+        typer.echo(f"agent test: {err}", err=True)
+        raise typer.Exit(2) from None
+    except (OSError, json.JSONDecodeError) as err:
+        typer.echo(f"agent test: --baseline {baseline}: {err}", err=True)
+        raise typer.Exit(2) from None
+    name = agent or f"{agent_model}@{agent_base_url}"
+    from agentworld.domains import EnvUnavailable
+
+    try:
+        results = _run_agents(lambda: run_suite(suite, factory))
+    except (AgentError, EnvUnavailable) as err:
+        typer.echo(f"agent test: {err}", err=True)
+        raise typer.Exit(2) from None
+    report = report_data(suite.name, name, results)
+    if previous is not None:
+        report = report_data(suite.name, name, results, compare(report, previous))
+    paths = write_outputs(report, results, out, junit)
+    print_table(report)
+    run_id = None
+    if mlflow_run:
+        tags = dict(item.split("=", 1) for item in tag or [] if "=" in item)
+        if registered is not None:
+            tags.update({"agent_model": registered.name, "agent_version": registered.version})
+        run_id = log_to_mlflow(report, paths, Path(".").resolve(), tags)
+        typer.echo(f"MLflow run {run_id}")
+    if registered is not None:
+        record_on_version(registered.name, registered.version, report, run_id)
+        typer.echo(f"recorded on models:/{registered.name}/{registered.version} (tags agent_test.{suite.name}.*)")
+    typer.echo(f"report: {paths['markdown']}  JUnit: {paths['junit']}")
+    regressed = any(case["regressions"] for case in report["cases"])
+    raise typer.Exit(0 if report["passed"] and not regressed else 1)
+
+
 def _run_agents(work):
     """Run agent work; a missing world model or data is one line naming the setting, exit 2."""
     from agentworld.models.backends import BackendError

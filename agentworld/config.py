@@ -421,6 +421,17 @@ class ScheduleParams(_Section):
     cron: str = Field("0 2 * * *", min_length=9)
 
 
+class AgentTestParams(_Section):
+    """What the `agent_regression` DAG tests (`agentworld agent test SUITE --agent AGENT`) and
+    when: at `cron` when `schedule.nightly` is on, else when triggered."""
+
+    #: The suite file, relative to the project (or absolute).
+    suite: str = Field("examples/agent_tests/terminal.yaml", min_length=1)
+    #: The agent under test: a registry URI (the verdict is recorded on its version).
+    agent: str = Field("models:/agentworld-agent@production", min_length=1)
+    cron: str = Field("0 5 * * *", min_length=9)
+
+
 class TrackingParams(_Section):
     experiment: str = Field("agentworld", min_length=1)
     registered_model: str = Field("agentworld-world-model", min_length=1)
@@ -486,6 +497,7 @@ class Params(_Section):
     schedule: ScheduleParams = Field(default_factory=ScheduleParams)
     synthesize: SynthesizeParams = Field(default_factory=SynthesizeParams)
     agent: AgentParams = Field(default_factory=AgentParams)
+    agent_test: AgentTestParams = Field(default_factory=AgentTestParams)
     tracking: TrackingParams = Field(default_factory=TrackingParams)
     distributed: DistributedParams = Field(default_factory=DistributedParams)
     #: Recorded user systems (`agentworld record mcp`, `agentworld import openai-chat`): name ->

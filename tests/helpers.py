@@ -106,3 +106,16 @@ def running(cmd: list[str], port: int, what: str, cwd: Path | None = None) -> It
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process_group(proc)
+
+
+def save_tiny_model(out: Path, corpus: list[str]) -> Path:
+    """A tiny fresh model of our architecture (smoke profile) with a tokenizer trained on `corpus`,
+    saved as a checkpoint folder: a world model or an agent's starting point for tests."""
+    from agentworld.config import load_params
+    from agentworld.models.factory import build_model
+    from tests.conftest import SMOKE_PARAMS
+
+    model, tokenizer = build_model(load_params(SMOKE_PARAMS).model, corpus)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

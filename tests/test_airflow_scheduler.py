@@ -214,9 +214,40 @@ def test_agent_rl_trains_in_the_simulator_and_evaluates_on_the_real_terminal(sta
     assert agent_run.data.tags["seed"] == "3" and agent_run.data.tags["airflow_run_id"] == run["dag_run_id"]
 
 
+def test_agent_regression_tests_the_production_agent_and_records_the_verdict_on_its_version(stack, monkeypatch):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=stack.env["MLFLOW_TRACKING_URI"])
+    if not client.search_model_versions("name='agentworld-agent'"):  # run alone: train one first
+        test_agent_rl_trains_in_the_simulator_and_evaluates_on_the_real_terminal(stack, monkeypatch)
+    agent = max(client.search_model_versions("name='agentworld-agent'"), key=lambda v: int(v.version))
+    client.set_registered_model_alias("agentworld-agent", "production", agent.version)
+    suite = stack.workspace / "regression-suite.yaml"
+    suite.write_text(yaml.safe_dump({"name": "nightly", "cases": [
+        {"name": "rename-file", "domain": "terminal", "templates": ["rename_file"], "episodes": 3,
+         "environments": ["real"], "max_steps": 2, "thresholds": {"min_success": 1.0}}]}))
+    run, states = stack.run_dag("agent_regression", {"agent_test_suite": str(suite)}, timeout=600)
+    assert set(states) == {"test_agent"}
+    report_dir = stack.workspace / "runs" / "agent_regression"
+    [folder] = [p for p in report_dir.iterdir() if p.is_dir()]
+    report = json.loads((folder / "report.json").read_text())
+    tags = client.get_model_version("agentworld-agent", agent.version).tags
+    # the verdict is recorded on the production version, and the DAG run says the same
+    assert tags["agent_test.nightly.passed"] == str(report["passed"]).lower()
+    assert float(tags["agent_test.nightly.rename-file.real.success"]) == report["cases"][0]["runs"][0]["success_rate"]
+    assert run["state"] == ("success" if report["passed"] else "failed"), stack.failure_logs("agent_regression",
+                                                                                             run["dag_run_id"])
+    test_run = client.get_run(tags["agent_test.nightly.run_id"])
+    assert test_run.data.tags["airflow_run_id"] == run["dag_run_id"]
+    assert test_run.data.tags["agent_version"] == str(agent.version)
+    if not report["passed"]:  # failed once, as a verdict: not retried
+        assert "failed suite nightly" in stack.task_log("agent_regression", run["dag_run_id"], "test_agent")
+        assert stack.task_instances("agent_regression", run["dag_run_id"])[0]["try_number"] == 1
+
+
 def test_every_dag_in_the_folder_has_a_real_scheduler_test(stack):
     """A DAG added later must get its test here too."""
     tested = {"collect_and_validate", "world_model_training", "agentworld_pipeline",
-              "synthetic_trajectories", "agent_rl"}
+              "synthetic_trajectories", "agent_rl", "agent_regression"}
     dags = {d["dag_id"] for d in stack.client.get("/dags", params={"limit": 100}).json()["dags"]}
     assert dags == tested

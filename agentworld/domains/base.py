@@ -54,6 +54,55 @@ class ShapeRule:
         return len(observation) >= 1
 
 
+@dataclass(frozen=True)
+class ActionTool:
+    """How a tool-calling agent (an OpenAI-style function tool) sends this domain's actions, so a
+    standard tool-calling agent needs no custom prompt. Most domains take one free-text action
+    (`text_tool`); the MCP domain takes a tool name and its arguments."""
+
+    name: str
+    description: str
+    #: JSON schema of the tool's arguments.
+    parameters: Mapping[str, Any]
+    #: The tool call's arguments -> the env's action text.
+    to_action: Callable[[Mapping[str, Any]], str]
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI chat-completions `tools` entry."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": dict(self.parameters)}}
+
+
+def text_tool(name: str, argument: str, description: str) -> ActionTool:
+    """A tool whose one string argument is the action itself."""
+    def to_action(arguments: Mapping[str, Any]) -> str:
+        return str(arguments.get(argument, ""))
+    return ActionTool(name, description, {"type": "object", "properties": {argument: {"type": "string"}},
+                                          "required": [argument]}, to_action)
+
+
+#: What an injected fault tells the agent (agent tests' `faults`); the action was not carried out.
+FAULT_MESSAGES: dict[str, str] = {
+    "timeout": "the operation timed out after 30 s; nothing was done",
+    "rate_limit": "rate limit exceeded (429 Too Many Requests); retry later",
+    "tool_error": "internal error in the tool; the action was not carried out",
+    "permission_denied": "permission denied",
+    "unavailable": "service unavailable (503); the action was not carried out",
+}
+
+
+def plain_fault(kind: str, action: str) -> str:
+    return f"Error: {FAULT_MESSAGES[kind]}"
+
+
+#: The shell domains' (terminal, os) tool and fault format, shared.
+SHELL_TOOL = text_tool("run_command", "command", "Run one bash command line in the shell; its output comes back.")
+
+
+def shell_fault(kind: str, action: str) -> str:
+    return f"bash: {FAULT_MESSAGES[kind]}"
+
+
 def _no_policies(name: str, task: Task) -> Policy:
     raise NotImplementedError("this domain has no behaviour policies")
 
@@ -101,6 +150,11 @@ class Domain:
     agent_templates: tuple[str, ...] = ()
     #: CPT corpus sources this domain contributes: source name -> builder of its documents.
     corpus_sources: Mapping[str, Callable[[], list[Any]]] = field(default_factory=dict)
+    #: The tool a tool-calling agent acts through (`agentworld agent test`).
+    action_tool: ActionTool = field(default_factory=lambda: text_tool(
+        "act", "action", "Take one action in the environment; its answer comes back."))
+    #: (fault kind, action) -> the observation an injected fault shows, in the domain's own format.
+    fault_observation: Callable[[str, str], str] = plain_fault
 
     @property
     def gym_id(self) -> str:

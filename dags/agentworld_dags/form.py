@@ -43,6 +43,8 @@ FORM_FIELDS: dict[str, tuple[str, str]] = {
     "agent_bc_steps": ("agent.bc.max_steps", "Behaviour-cloning optimiser steps."),
     "agent_eval_episodes": ("agent.eval_episodes", "Held-out real tasks the agent is evaluated on."),
     "agent_seed": ("agent.seed", "Seed of the agent's initialisation and training."),
+    "agent_test_suite": ("agent_test.suite", "The agent test suite file (YAML), relative to the project."),
+    "agent_test_agent": ("agent_test.agent", "The agent under test (models:/NAME@ALIAS or models:/NAME/VERSION)."),
 }
 
 

@@ -108,3 +108,30 @@ def agent_phase(phase: str, run_id: str, agent_run_id: str | None = None) -> dic
     run_cli(args)
     return json.loads(summary.read_text())
 
+
+
+def agent_test(suite: str, agent: str, run_id: str) -> dict[str, Any]:
+    """`agentworld agent test SUITE --agent AGENT` in a process of its own; the report lands in
+    runs/agent_regression/<run>/ and the verdict on the agent's registry version (the command
+    records it). A failed test (exit status 1) is a verdict, not a flake: it fails the task once,
+    naming the failed cases; a refused setting (exit status 2) too; anything else is retried."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from agentworld_dags.runs import run_folder
+
+    out = project_root() / "runs" / "agent_regression" / run_folder(run_id)
+    argv = [sys.executable, "-m", "agentworld.cli", "agent", "test", suite, "--agent", agent, "--out", str(out),
+            "--tag", f"airflow_run_id={run_id}"]
+    print("running:", " ".join(argv), flush=True)
+    env = {**os.environ, "AGENTWORLD_HOME": str(project_root())}
+    done = subprocess.run(argv, cwd=project_root(), env=env, preexec_fn=_die_with_parent)
+    if done.returncode == 2:
+        raise RunRefused(f"`agentworld agent test` refused its settings (suite {suite}, agent {agent}); see the log above")
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"`agentworld agent test` failed with exit status {done.returncode}; see the log above")
+    report = json.loads((out / "report.json").read_text())
+    if done.returncode == 1:
+        failed = [case["name"] for case in report["cases"] if not case["passed"] or case["regressions"]]
+        raise AirflowFailException(f"agent {agent} failed suite {report['suite']}: cases {', '.join(failed)} "
+                                   f"(report: {out / 'report.md'})")
+    return {"suite": report["suite"], "agent": agent, "passed": True, "report": str(out / "report.md")}

@@ -8,12 +8,28 @@ always resolves to the SDK's top-level package, never to `agentworld.domains.mcp
 domain (`DOMAIN`) and imports nothing heavy, so listing environments stays light.
 """
 
+import json
+
 from agentworld.domains import lazy
-from agentworld.domains.base import Domain, ShapeRule
+from agentworld.domains.base import FAULT_MESSAGES, ActionTool, Domain, ShapeRule
 from agentworld.domains.mcp.rationale import describe_mcp
 
 #: Actions that end an episode.
 END_ACTIONS = frozenset({"exit", "submit"})
+#: A tool-calling agent calls the application's MCP tools through one function tool.
+CALL_TOOL = ActionTool(
+    "call_tool", "Call one of the application's MCP tools with its arguments; the tool's JSON result comes back.",
+    {"type": "object", "properties": {"tool": {"type": "string", "description": "the MCP tool's name"},
+                                      "arguments": {"type": "object", "description": "the tool's arguments"}},
+     "required": ["tool"]},
+    lambda arguments: json.dumps({"tool": arguments.get("tool", ""), "arguments": arguments.get("arguments") or {}}))
+
+
+def mcp_fault(kind: str, action: str) -> str:
+    """An injected fault as the MCP environment reports a failed call (canonical JSON)."""
+    return json.dumps({"error": FAULT_MESSAGES[kind], "isError": True}, sort_keys=True, separators=(",", ":"))
+
+
 WORLD_MODEL_PROMPT = (
     "You are a world model of SaaS applications exposed as MCP tool servers: an issue tracker, a CRM "
     "and an online shop, each backed by its own database. Given the agent's tool call as a JSON "
@@ -46,5 +62,7 @@ DOMAIN = Domain(
         "fields are runtime metadata; records created or changed by earlier calls must be reflected."
     ),
     end_actions=END_ACTIONS,
+    action_tool=CALL_TOOL,
+    fault_observation=mcp_fault,
     corpus_sources={"mcp_schemas": lazy("agentworld.domains.mcp.cpt_corpus", "mcp_schemas")},
 )

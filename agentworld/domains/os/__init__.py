@@ -5,7 +5,7 @@ users/groups, permissions, processes, systemd units, disk usage, logs, dpkg, cro
 """
 
 from agentworld.domains import lazy
-from agentworld.domains.base import Domain, ShapeRule
+from agentworld.domains.base import SHELL_TOOL, Domain, ShapeRule, shell_fault
 from agentworld.envs.rationale import describe_shell
 
 #: Actions that end an episode.
@@ -47,4 +47,6 @@ DOMAIN = Domain(
         "metadata."
     ),
     end_actions=END_ACTIONS,
+    action_tool=SHELL_TOOL,
+    fault_observation=shell_fault,
 )

