@@ -410,8 +410,10 @@ def agent_test(
     simulator_model: str = typer.Option("agentworld-world-model", help="the model name --simulator-url serves"),
     out: Path = typer.Option(Path("reports/agent_test"), help="folder for report.json, report.md, transcripts"),
     junit: Optional[Path] = typer.Option(None, help="the JUnit XML file (default: OUT/junit.xml)"),
-    baseline: Optional[Path] = typer.Option(None, help="a previous run's report.json: significant drops in "
-                                                       "success are regressions (and fail the run)"),
+    baseline: Optional[str] = typer.Option(None, help="a previous run's report.json, or a registered agent "
+                                                      "version (models:/agentworld-agent@production) whose last "
+                                                      "run of this suite is compared: significant drops in "
+                                                      "success are regressions (and fail the run)"),
     mlflow_run: bool = typer.Option(True, "--mlflow/--no-mlflow", help="log the run to MLflow"),
     tag: list[str] = typer.Option(None, help="extra MLflow tag KEY=VALUE (repeatable)"),
 ) -> None:
@@ -427,6 +429,7 @@ def agent_test(
         log_to_mlflow,
         print_table,
         record_on_version,
+        registry_baseline,
         report_data,
         write_outputs,
     )
@@ -440,19 +443,22 @@ def agent_test(
             suite = suite.model_copy(update={"simulator": SimulatorSpec(base_url=simulator_url, model_name=simulator_model,
                                                                         verifier=verifier)})
         simulator = suite.simulator.model if suite.simulator else None
-        if any((spec or "").startswith("models:/") for spec in (agent, simulator)):
+        if any((spec or "").startswith("models:/") for spec in (agent, simulator, baseline)):
             from agentworld.tracking.runs import configure
 
             configure("agentworld-agent-tests")  # the registry the models are read from
         factory, registered = agent_factory(agent, agent_base_url, agent_model, concurrency=8,
                                             api_key=os.environ.get(agent_api_key_env, "none"),
                                             tools=agent_tools, max_new_tokens=agent_max_tokens)
-        previous = json.loads(baseline.read_text()) if baseline else None
-    except (SuiteError, AgentError) as err:
-        typer.echo(f"agent test: {err}", err=True)
-        raise typer.Exit(2) from None
+        if baseline and baseline.startswith("models:/"):
+            previous = registry_baseline(baseline, suite.name, out / "baseline")
+        else:
+            previous = json.loads(Path(baseline).read_text()) if baseline else None
     except (OSError, json.JSONDecodeError) as err:
         typer.echo(f"agent test: --baseline {baseline}: {err}", err=True)
+        raise typer.Exit(2) from None
+    except (SuiteError, AgentError, ValueError) as err:
+        typer.echo(f"agent test: {err}", err=True)
         raise typer.Exit(2) from None
     name = agent or f"{agent_model}@{agent_base_url}"
     from agentworld.domains import EnvUnavailable
@@ -465,6 +471,7 @@ def agent_test(
     report = report_data(suite.name, name, results)
     if previous is not None:
         report = report_data(suite.name, name, results, compare(report, previous))
+        report["baseline"] = {"agent": previous.get("agent"), "source": baseline}
     paths = write_outputs(report, results, out, junit)
     print_table(report)
     run_id = None

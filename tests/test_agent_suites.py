@@ -265,3 +265,38 @@ def test_the_platforms_own_agent_served_by_vllm_is_tested_like_any_endpoint(trai
     served, local = first_actions("served"), first_actions("local")
     assert len(served) == 3 and all(action.strip() for action in served), served
     assert sum(a.strip() == b.strip() for a, b in zip(served, local)) >= 2, (served, local)
+
+
+def test_a_registered_agent_gets_its_verdict_recorded_and_its_last_run_is_a_baseline(trained_agent, tmp_path,
+                                                                                      mlflow_store):
+    """`--agent models:/agentworld-agent@production` plays the registered version; the verdict is
+    recorded on that version, and `--baseline models:/...@production` compares a later run with it."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from agentworld.models.factory import load_local
+    from agentworld.tracking.registry import log_and_register
+
+    model, tokenizer = load_local(trained_agent)
+    with mlflow.start_run():
+        version = log_and_register(model, tokenizer, "agentworld-agent", {"kind": "test"})
+    client = MlflowClient()
+    client.set_registered_model_alias("agentworld-agent", "production", version)
+    suite = write_suite(tmp_path / "suite.yaml", None, rename_case(episodes=3, max_steps=2))
+    production = "models:/agentworld-agent@production"
+    code, output = agent_test(str(suite), "--agent", production, "--out", str(tmp_path / "production"))
+    assert code == 0, output
+    report = json.loads((tmp_path / "production" / "report.json").read_text())
+    tags = client.get_model_version("agentworld-agent", version).tags
+    assert tags["agent_test.terminal-agent.passed"] == "true"
+    assert float(tags["agent_test.terminal-agent.rename-file.real.success"]) == report["cases"][0]["runs"][0]["success_rate"]
+    assert client.get_run(tags["agent_test.terminal-agent.run_id"]).data.tags["agent_version"] == str(version)
+
+    code, output = agent_test(str(suite), "--agent", "tests.test_agent_suites:give_up", "--baseline", production,
+                              "--no-mlflow", "--out", str(tmp_path / "candidate"))
+    candidate = json.loads((tmp_path / "candidate" / "report.json").read_text())
+    assert candidate["baseline"] == {"agent": production, "source": production}
+    assert code == (1 if candidate["cases"][0]["regressions"] else 0), output
+    code, output = agent_test(str(suite), "--agent", "tests.test_agent_suites:give_up", "--baseline",
+                              "models:/agentworld-agent/99", "--no-mlflow")
+    assert code == 2 and "--baseline models:/agentworld-agent/99: not in the registry" in output

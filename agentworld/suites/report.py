@@ -218,3 +218,30 @@ def record_on_version(name: str, version: str, report: dict[str, Any], mlflow_ru
                 tags[f"{prefix}.{case['name']}.{run['environment']}.success"] = f"{run['success_rate']:.3f}"
     for key, value in tags.items():
         client.set_model_version_tag(name, version, key, value)
+
+
+def registry_baseline(uri: str, suite: str, cache: Path) -> dict[str, Any]:
+    """The report of the last `suite` run recorded on registry version `uri`
+    (`models:/agentworld-agent@production`): its tag `agent_test.<suite>.run_id` names the MLflow
+    run whose `agent_test/report.json` is read."""
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from agentworld.models.backends import parse_registry_uri
+
+    name, ref = parse_registry_uri(uri)
+    client = MlflowClient()
+    try:
+        version = client.get_model_version_by_alias(name, ref[1:]) if ref.startswith("@") else \
+            client.get_model_version(name, ref)
+    except MlflowException as err:
+        raise ValueError(f"--baseline {uri}: not in the registry at {mlflow.get_tracking_uri()} ({err.message})") from None
+    run_id = version.tags.get(f"agent_test.{suite}.run_id")
+    if not run_id:
+        raise ValueError(f"--baseline {uri}: version {version.version} has no recorded run of suite {suite!r} "
+                         f"(tag agent_test.{suite}.run_id); test it first with --agent {uri}")
+    cache.mkdir(parents=True, exist_ok=True)
+    path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="agent_test/report.json",
+                                               dst_path=str(cache))
+    return json.loads(Path(path).read_text())
