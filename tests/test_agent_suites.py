@@ -90,20 +90,25 @@ def test_a_python_agent_in_the_simulator_and_the_real_terminal_with_faults(world
     assert runs["sim", "clean"]["success_rate"] == runs["real", "clean"]["success_rate"] == 1.0
     assert case["agreement"] == 1.0 and case["passed"] and report["passed"]
     assert runs["real", "clean"]["invalid_rate"] == 0.0 and runs["sim", "clean"]["invalid_rate"] is None
-    # faults: the agent's `mv` never reached the env when its step was faulted; this agent then
-    # gives up, so its success is the share of episodes whose first step was not faulted
+    # one run per fault kind: the agent's `mv` never reached the env when its step was faulted;
+    # this agent then gives up, so its success is the share of episodes whose first step was not faulted
     episodes = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
     for environment in ("sim", "real"):
-        faulted = [e for e in episodes if e["environment"] == environment and e["variant"] == "faults"]
-        assert len(faulted) == 6
-        first_ok = [e for e in faulted if "fault" not in e["transcript"][1]]
-        assert runs[environment, "faults"]["success_rate"] == len(first_ok) / 6 < 1.0
-        assert all(e["success"] == ("fault" not in e["transcript"][1]) for e in faulted)
-        assert any(e["transcript"][1].get("fault") in ("timeout", "rate_limit") and
-                   e["transcript"][1]["observation"].startswith("bash: ") for e in faulted)
+        for kind in ("timeout", "rate_limit"):
+            variant = f"fault-{kind}"
+            faulted = [e for e in episodes if e["environment"] == environment and e["variant"] == variant]
+            assert len(faulted) == 6
+            first_ok = [e for e in faulted if "fault" not in e["transcript"][1]]
+            assert runs[environment, variant]["success_rate"] == len(first_ok) / 6
+            assert all(e["success"] == ("fault" not in e["transcript"][1]) for e in faulted)
+            assert all(step.get("fault") in (None, kind) for e in faulted for step in e["transcript"][1:])
+            assert case["robustness"][environment][variant] == pytest.approx(len(first_ok) / 6)
+        assert min(runs[environment, f"fault-{k}"]["success_rate"] for k in ("timeout", "rate_limit")) < 1.0
+    assert any(step["observation"].startswith("bash: ") for e in episodes for step in e["transcript"][1:]
+               if "fault" in step)
     # the same seeds fault the same steps in the simulator and the real environment
-    assert runs["sim", "faults"]["verdicts"] == runs["real", "faults"]["verdicts"]
-    assert case["robustness"]["real"] == pytest.approx(runs["real", "faults"]["success_rate"])
+    assert runs["sim", "fault-timeout"]["verdicts"] == runs["real", "fault-timeout"]["verdicts"]
+    assert report["agreement"] == 1.0 and report["agreement_seeds"] == 6
     junit = ET.parse(out / "junit.xml").getroot()
     assert [c.get("name") for c in junit.iter("testcase")] == ["rename-file"] and not list(junit.iter("failure"))
 
@@ -112,7 +117,9 @@ def test_a_python_agent_in_the_simulator_and_the_real_terminal_with_faults(world
                               "--out", str(tmp_path / "retry"), "--no-mlflow")
     assert code == 0, output
     retry = json.loads((tmp_path / "retry" / "report.json").read_text())["cases"][0]
-    assert retry["robustness"]["real"] > case["robustness"]["real"]
+    for variant in ("fault-timeout", "fault-rate_limit"):
+        assert retry["robustness"]["real"][variant] >= case["robustness"]["real"][variant]
+    assert sum(retry["robustness"]["real"].values()) > sum(case["robustness"]["real"].values())
 
     from mlflow import MlflowClient
 
@@ -172,11 +179,13 @@ class ToolCallingAgent(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append(body)
         messages = body["messages"]
-        old, new = RENAME.search(messages[1]["content"]).groups()
-        if len(messages) == 2:
+        rename = RENAME.search(messages[1]["content"])
+        if rename is None:  # not a rename task: done at once
+            call = {"name": "finish", "arguments": "{}"}
+        elif len(messages) == 2:
             call = {"name": "run_command", "arguments": json.dumps({"command": "ls"})}
         elif len(messages) == 4:
-            call = {"name": "run_command", "arguments": json.dumps({"command": f"mv {old} {new}"})}
+            call = {"name": "run_command", "arguments": json.dumps({"command": "mv {} {}".format(*rename.groups())})}
         else:
             call = {"name": "finish", "arguments": "{}"}
         send_json(self, {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -197,8 +206,24 @@ def test_a_tool_calling_agent_behind_an_openai_endpoint_needs_no_custom_prompt(t
         suite = write_suite(tmp_path / "suite.yaml", None, rename_case(episodes=3, thresholds={"min_success": 1.0}))
         code, output = agent_test(str(suite), "--agent-base-url", f"http://127.0.0.1:{server.server_port}/v1",
                                   "--agent-model", "team-agent", "--no-mlflow", "--out", str(tmp_path / "out"))
+        terminal_requests = list(ToolCallingAgent.requests)
+        mcp = write_suite(tmp_path / "mcp.yaml", None, {"name": "tracker", "domain": "mcp", "episodes": 1,
+                                                        "environments": ["real"], "max_steps": 1})
+        ToolCallingAgent.requests.clear()
+        mcp_code, mcp_output = agent_test(str(mcp), "--agent-base-url", f"http://127.0.0.1:{server.server_port}/v1",
+                                          "--agent-model", "team-agent", "--no-mlflow", "--out", str(tmp_path / "mcp"))
     finally:
         server.shutdown()
+    # an MCP episode offers the application's own tools, each with the server's input schema
+    assert mcp_code == 0, mcp_output
+    [request] = ToolCallingAgent.requests
+    functions = {t["function"]["name"]: t["function"] for t in request["tools"]}
+    assert {"submit_answer", "finish"} <= set(functions) and "call_tool" not in functions
+    assert all(f["parameters"].get("type") == "object" for f in functions.values())
+    assert any(f["parameters"].get("required") for f in functions.values())  # real schemas, not a catch-all
+    [episode] = [json.loads(line) for line in (tmp_path / "mcp" / "transcripts.jsonl").read_text().splitlines()]
+    assert episode["transcript"][1]["action"] == "submit"  # `finish` is the domain's end action
+    ToolCallingAgent.requests[:] = terminal_requests
     assert code == 0, output
     first = ToolCallingAgent.requests[0]
     assert [t["function"]["name"] for t in first["tools"]] == ["run_command", "finish"]

@@ -153,6 +153,9 @@ class Domain:
     #: The tool a tool-calling agent acts through (`agentworld agent test`).
     action_tool: ActionTool = field(default_factory=lambda: text_tool(
         "act", "action", "Take one action in the environment; its answer comes back."))
+    #: The episode's reset info -> its own tools, where the environment lists them (the MCP
+    #: application's tools with their input schemas); None or [] falls back to `action_tool`.
+    episode_tools: Callable[[Mapping[str, Any]], list[ActionTool]] | None = None
     #: (fault kind, action) -> the observation an injected fault shows, in the domain's own format.
     fault_observation: Callable[[str, str], str] = plain_fault
 

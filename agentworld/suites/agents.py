@@ -10,10 +10,12 @@
 - `CallableAgent`: a Python function `module:function`, called as
   `function(observations, actions) -> action` (the episode's observations so far, the first
   holding the task, and its actions so far).
+- Where an episode lists its own tools (an MCP application's, `Domain.episode_tools`), a
+  tool-calling agent gets exactly those, each with the server's input schema.
 - `LocalAgent`: a registered `agentworld-agent` version (`models:/agentworld-agent/3`,
   `models:/agentworld-agent@production`) or a local checkpoint, played by the platform's LMAgent.
 
-Each keeps per-episode state: `start(first observation) -> state`, `act(states) -> actions`
+Each keeps per-episode state: `start(first observation, reset info) -> state`, `act(states) -> actions`
 (all running episodes together: batched generation, or concurrent HTTP requests), then
 `observe(state, observation)`.
 """
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentworld.domains import get_domain
+from agentworld.domains.base import ActionTool
 
 if TYPE_CHECKING:
     from agentworld.models.backends import RegistryModel
@@ -42,7 +45,7 @@ class AgentError(RuntimeError):
 class TestedAgent(Protocol):
     name: str
 
-    def start(self, observation: str) -> Any: ...
+    def start(self, observation: str, info: dict[str, Any]) -> Any: ...
 
     def act(self, states: Sequence[Any]) -> list[str]: ...
 
@@ -64,7 +67,7 @@ class CallableAgent:
     def __init__(self, function: Callable[[list[str], list[str]], str], name: str) -> None:
         self.function, self.name = function, name
 
-    def start(self, observation: str) -> _History:
+    def start(self, observation: str, info: dict[str, Any]) -> _History:
         return _History([observation])
 
     def act(self, states: Sequence[_History]) -> list[str]:
@@ -121,6 +124,7 @@ def end_action(domain: str) -> str | None:
 @dataclass
 class _Chat:
     messages: list[dict[str, Any]]
+    tools: dict[str, ActionTool]  # the episode's function tools by name
     pending_call: str | None = None  # the tool call id the next observation answers
 
 
@@ -134,17 +138,22 @@ class OpenAIChatAgent:
         self.domain, self.model, self.temperature, self.max_tokens = domain, model, temperature, max_tokens
         self.client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=1)
         self.concurrency, self.use_tools = concurrency, tools
-        self.tool = get_domain(domain).action_tool
+        self.declared = get_domain(domain)
         self.finish = end_action(domain)
-        self.tools = [self.tool.schema()]
-        if self.finish:
-            self.tools.append({"type": "function", "function": {
+
+    def start(self, observation: str, info: dict[str, Any]) -> _Chat:
+        listed = self.declared.episode_tools(info) if self.declared.episode_tools else []
+        tools = {tool.name: tool for tool in listed or [self.declared.action_tool]}
+        return _Chat([{"role": "system", "content": generic_prompt(self.domain)},
+                      {"role": "user", "content": observation}], tools)
+
+    def _schemas(self, state: _Chat) -> list[dict[str, Any]]:
+        schemas = [tool.schema() for tool in state.tools.values()]
+        if self.finish and FINISH_TOOL not in state.tools:
+            schemas.append({"type": "function", "function": {
                 "name": FINISH_TOOL, "description": "Say the task is done (ends the episode).",
                 "parameters": {"type": "object", "properties": {}}}})
-
-    def start(self, observation: str) -> _Chat:
-        return _Chat([{"role": "system", "content": generic_prompt(self.domain)},
-                      {"role": "user", "content": observation}])
+        return schemas
 
     def act(self, states: Sequence[_Chat]) -> list[str]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
@@ -156,7 +165,7 @@ class OpenAIChatAgent:
         request: dict[str, Any] = {"model": self.model, "messages": state.messages,
                                    "temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.use_tools:
-            request["tools"] = self.tools
+            request["tools"] = self._schemas(state)
         try:
             message = self.client.chat.completions.create(**request).choices[0].message
         except OpenAIError as err:
@@ -169,22 +178,23 @@ class OpenAIChatAgent:
                                                    "function": {"name": call.function.name,
                                                                 "arguments": call.function.arguments}}]})
             state.pending_call = call.id
-            return self._action(call.function.name, call.function.arguments)
+            return self._action(state, call.function.name, call.function.arguments)
         text = (message.content or "").strip()
         state.messages.append({"role": "assistant", "content": text})
         state.pending_call = None
         return text
 
-    def _action(self, name: str, arguments: str) -> str:
-        if name == FINISH_TOOL and self.finish:
+    def _action(self, state: _Chat, name: str, arguments: str) -> str:
+        tool = state.tools.get(name)
+        if tool is None and name == FINISH_TOOL and self.finish:
             return self.finish
-        if name != self.tool.name:
+        if tool is None:
             return f"{name} {arguments}"  # an unknown tool: passed on, for the environment to reject
         try:
             parsed = json.loads(arguments or "{}")
         except json.JSONDecodeError:
             return arguments  # arguments that are not JSON: passed on as they are
-        return self.tool.to_action(parsed if isinstance(parsed, dict) else {})
+        return tool.to_action(parsed if isinstance(parsed, dict) else {})
 
     def observe(self, state: _Chat, observation: str) -> None:
         if state.pending_call is not None:
@@ -206,7 +216,7 @@ class LocalAgent:
         self.agent = LMAgent(model, tokenizer, domain, max_new_tokens=max_new_tokens,
                              observation_chars=observation_chars)
 
-    def start(self, observation: str) -> Any:
+    def start(self, observation: str, info: dict[str, Any]) -> Any:
         return self.agent.start(observation)
 
     def act(self, states: Sequence[Any]) -> list[str]:

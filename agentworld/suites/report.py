@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from scipy import stats
 
-from agentworld.suites.run import FAULTS, CaseResult, RunResult
+from agentworld.suites.run import CLEAN, CaseResult, RunResult
 
 #: Failing episodes whose transcripts a JUnit failure carries, per run.
 TRANSCRIPTS_IN_JUNIT = 3
@@ -43,14 +43,22 @@ def report_data(suite_name: str, agent_name: str, results: list[CaseResult],
     """The JSON report (also what `--baseline` reads)."""
     cases = []
     for result in results:
-        environments = sorted({run.environment for run in result.runs})
+        robustness: dict[str, dict[str, float | None]] = {}
+        for run in result.runs:
+            if run.variant != CLEAN:
+                robustness.setdefault(run.environment, {})[run.variant] = result.robustness(run.environment, run.variant)
         cases.append({"name": result.case.name, "domain": result.case.domain, "passed": result.passed,
-                      "failures": result.failures, "flags": result.flags,
-                      "robustness": {env: result.robustness(env) for env in environments
-                                     if result.run(env, FAULTS) is not None},
+                      "failures": result.failures, "flags": result.flags, "robustness": robustness,
                       "agreement": result.agreement(), "runs": [run_figures(run) for run in result.runs],
                       "regressions": (regressions or {}).get(result.case.name, [])})
-    return {"suite": suite_name, "agent": agent_name, "passed": all(c["passed"] for c in cases), "cases": cases}
+    agree = sum(result.agreement_counts()[0] for result in results)
+    pairs = sum(result.agreement_counts()[1] for result in results)
+    return {"suite": suite_name, "agent": agent_name, "passed": all(c["passed"] for c in cases),
+            "agreement": agree / pairs if pairs else None, "agreement_seeds": pairs, "cases": cases}
+
+
+def _robustness(case: dict[str, Any], run: dict[str, Any]) -> float | None:
+    return case["robustness"].get(run["environment"], {}).get(run["variant"])
 
 
 def compare(report: dict[str, Any], baseline: dict[str, Any], alpha: float = 0.05) -> dict[str, list[str]]:
@@ -83,12 +91,15 @@ def print_table(report: dict[str, Any], console: Console | None = None) -> None:
     for case in report["cases"]:
         for run in case["runs"]:
             low, high = run["success_ci95"]
-            robustness = case["robustness"].get(run["environment"]) if run["variant"] == FAULTS else None
+            robustness = _robustness(case, run)
             table.add_row(case["name"], run["environment"], run["variant"], str(run["episodes"]),
                           f"{run['success_rate']:.2f} [{low:.2f}, {high:.2f}]", f"{run['mean_steps']:.1f}",
                           _fmt(run["invalid_rate"]), _fmt(robustness), _fmt(case["agreement"]),
                           "pass" if case["passed"] else "FAIL")
     console.print(table)
+    if report["agreement"] is not None:
+        console.print(f"sim-real agreement over every case run in both: {report['agreement']:.2f} "
+                      f"({report['agreement_seeds']} seeds)")
     for case in report["cases"]:
         for line in case["failures"] + case["flags"] + case["regressions"]:
             console.print(f"{case['name']}: {line}", markup=False)
@@ -102,11 +113,14 @@ def markdown(report: dict[str, Any]) -> str:
     for case in report["cases"]:
         for run in case["runs"]:
             low, high = run["success_ci95"]
-            robustness = case["robustness"].get(run["environment"]) if run["variant"] == FAULTS else None
+            robustness = _robustness(case, run)
             lines.append(f"| {case['name']} | {run['environment']} | {run['variant']} | {run['episodes']} | "
                          f"{run['success_rate']:.2f} [{low:.2f}, {high:.2f}] | {run['mean_steps']:.1f} | "
                          f"{_fmt(run['invalid_rate'])} | {_fmt(robustness)} | {_fmt(case['agreement'])} | "
                          f"{'pass' if case['passed'] else 'FAIL'} |")
+    if report["agreement"] is not None:
+        lines += ["", f"Sim-real agreement over every case run in both: {report['agreement']:.2f} "
+                      f"({report['agreement_seeds']} seeds)."]
     notes = [f"- `{case['name']}`: {line}" for case in report["cases"]
              for line in case["failures"] + case["flags"] + case["regressions"]]
     if notes:
@@ -191,9 +205,10 @@ def log_to_mlflow(report: dict[str, Any], paths: dict[str, Path], root: Path, ta
                 metrics[f"{key}.mean_steps"] = figures["mean_steps"]
                 if figures["invalid_rate"] is not None:
                     metrics[f"{key}.invalid_rate"] = figures["invalid_rate"]
-            for environment, robustness in case["robustness"].items():
-                if robustness is not None:
-                    metrics[f"{case['name']}.{environment}.robustness"] = robustness
+            for environment, by_variant in case["robustness"].items():
+                for variant, robustness in by_variant.items():
+                    if robustness is not None:
+                        metrics[f"{case['name']}.{environment}.{variant}.robustness"] = robustness
             if case["agreement"] is not None:
                 metrics[f"{case['name']}.agreement"] = case["agreement"]
         mlflow.log_metrics(metrics)
@@ -214,7 +229,7 @@ def record_on_version(name: str, version: str, report: dict[str, Any], mlflow_ru
         tags[f"{prefix}.run_id"] = mlflow_run_id
     for case in report["cases"]:
         for run in case["runs"]:
-            if run["variant"] == "clean":
+            if run["variant"] == CLEAN:
                 tags[f"{prefix}.{case['name']}.{run['environment']}.success"] = f"{run['success_rate']:.3f}"
     for key, value in tags.items():
         client.set_model_version_tag(name, version, key, value)

@@ -6,8 +6,9 @@ together through the platform's one episode loop (`run_episodes` over a `TextVec
 envs each in a worker process (their steps run in parallel), simulated ones answered by one
 batched generation per step. A step that solves the task (the real checker, or the simulator's
 verifier) is a success. Figures: success rate with its 95% Wilson interval, mean steps, the
-share of actions the real environment rejected, robustness (success under faults / success
-clean), and for cases run in both environments the share of seeds whose verdicts agree.
+share of actions the real environment rejected, robustness under each fault kind (success with
+that fault injected / success clean; one run per kind), and for cases run in both environments
+the share of seeds whose verdicts agree.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from agentworld.suites.agents import AgentFactory, TestedAgent
 from agentworld.suites.faults import FaultInjectingEnv
 from agentworld.suites.suite import Case, SimulatorSpec, Suite
 
-CLEAN, FAULTS = "clean", "faults"
+CLEAN = "clean"
+#: The variant injecting one fault kind: `fault-timeout`, `fault-rate_limit`, ...
+FAULT_PREFIX = "fault-"
+
+
+def variants(case: Case) -> list[str]:
+    """Clean, then one variant per fault kind (robustness is reported under each fault)."""
+    return [CLEAN] + [f"{FAULT_PREFIX}{kind}" for kind in (case.faults.kinds if case.faults else ())]
 #: Observation characters kept per step in a transcript.
 TRANSCRIPT_CHARS = 2000
 
@@ -87,20 +95,25 @@ class CaseResult:
     def run(self, environment: str, variant: str = CLEAN) -> RunResult | None:
         return next((r for r in self.runs if r.environment == environment and r.variant == variant), None)
 
-    def robustness(self, environment: str) -> float | None:
-        clean, faulted = self.run(environment), self.run(environment, FAULTS)
+    def robustness(self, environment: str, variant: str) -> float | None:
+        """Success under the fault of `variant` / success clean (None: no clean success to compare)."""
+        clean, faulted = self.run(environment), self.run(environment, variant)
         if clean is None or faulted is None or clean.success_rate == 0:
             return None
         return faulted.success_rate / clean.success_rate
 
-    def agreement(self) -> float | None:
-        """Share of seeds whose clean verdicts agree between the simulator and the real environment."""
+    def agreement_counts(self) -> tuple[int, int]:
+        """(seeds whose clean verdicts agree between the simulator and the real env, seeds run in both)."""
         sim, real = self.run("sim"), self.run("real")
         if sim is None or real is None:
-            return None
+            return 0, 0
         real_by_seed = {e.seed: e.success for e in real.episodes}
         pairs = [(e.success, real_by_seed[e.seed]) for e in sim.episodes if e.seed in real_by_seed]
-        return sum(a == b for a, b in pairs) / len(pairs) if pairs else None
+        return sum(a == b for a, b in pairs), len(pairs)
+
+    def agreement(self) -> float | None:
+        agree, n = self.agreement_counts()
+        return agree / n if n else None
 
     @property
     def passed(self) -> bool:
@@ -120,9 +133,9 @@ def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 class SuitePolicy:
     """The agent under test as the episode loop's policy (one state per episode)."""
 
-    def __init__(self, agent: TestedAgent, first_observations: Sequence[str]) -> None:
+    def __init__(self, agent: TestedAgent, first_observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> None:
         self.agent = agent
-        self.states = [agent.start(observation) for observation in first_observations]
+        self.states = [agent.start(observation, info) for observation, info in zip(first_observations, infos)]
 
     def act(self, active: Sequence[int]) -> list[str]:
         return self.agent.act([self.states[k] for k in active])
@@ -169,16 +182,17 @@ def _real_envs(case: Case, n: int) -> list[TextEnv]:
 def play_run(agent: TestedAgent, envs: Sequence[TextEnv], case: Case, environment: str, variant: str,
              seeds: Sequence[int]) -> list[EpisodeResult]:
     """Episodes `seeds` of `case` on `envs` (one env per seed), all stepping together."""
-    if variant == FAULTS:
+    if variant != CLEAN:
         assert case.faults is not None
-        envs = [FaultInjectingEnv(env, case.faults.kinds, case.faults.rate) for env in envs]
+        envs = [FaultInjectingEnv(env, [variant.removeprefix(FAULT_PREFIX)], case.faults.rate) for env in envs]
     vector = TextVectorEnv(list(envs), max_episode_steps=case.max_steps)
     options = {"env_options": [task_options(list(case.templates), seed) for seed in seeds]}
     observations, infos = vector.reset(seed=list(seeds), options=options)
     episodes = [EpisodeResult(seed, envs[k].task.task_id if envs[k].task else str(seed), False, 0, 0, 0,
                               [{"observation": observations[k][:TRANSCRIPT_CHARS]}])
                 for k, seed in enumerate(seeds)]
-    for step in run_episodes(vector, SuitePolicy(agent, observations)):
+    reset_infos = [infos["step_info"][k] or {} for k in range(len(seeds))]
+    for step in run_episodes(vector, SuitePolicy(agent, observations, reset_infos)):
         episode = episodes[step.index]
         episode.steps += 1
         fault = step.info.get("fault")
@@ -195,7 +209,7 @@ def run_suite(suite: Suite, agents: AgentFactory, *, cache_root: Path = Path(".c
     """Every case of `suite`, with a progress bar over case x environment x variant."""
     simulator = Simulator(suite.simulator, cache_root, max_seq_len) if suite.simulator else None
     plan = [(case, environment, variant) for case in suite.cases for environment in case.environments
-            for variant in ([CLEAN, FAULTS] if case.faults else [CLEAN])]
+            for variant in variants(case)]
     results = {case.name: CaseResult(case, []) for case in suite.cases}
     agent_by_domain: dict[str, TestedAgent] = {}
     with Progress(transient=True) as progress:
@@ -247,14 +261,17 @@ def judge(result: CaseResult, agreement_threshold: float) -> None:
         if thresholds.max_invalid_rate is not None and invalid is not None and invalid > thresholds.max_invalid_rate:
             result.failures.append(f"{run.environment}: invalid-action rate {invalid:.2f} > max_invalid_rate "
                                    f"{thresholds.max_invalid_rate:.2f}")
-        if thresholds.min_robustness is not None and result.run(run.environment, FAULTS) is not None:
-            robustness = result.robustness(run.environment)
+        for variant in variants(result.case)[1:]:
+            if thresholds.min_robustness is None or result.run(run.environment, variant) is None:
+                continue
+            robustness = result.robustness(run.environment, variant)
+            kind = variant.removeprefix(FAULT_PREFIX)
             if robustness is None:
-                result.failures.append(f"{run.environment}: robustness undefined (no clean success) "
+                result.failures.append(f"{run.environment}: robustness under {kind} undefined (no clean success) "
                                        f"< min_robustness {thresholds.min_robustness:.2f}")
             elif robustness < thresholds.min_robustness:
-                result.failures.append(f"{run.environment}: robustness {robustness:.2f} < min_robustness "
-                                       f"{thresholds.min_robustness:.2f}")
+                result.failures.append(f"{run.environment}: robustness under {kind} {robustness:.2f} < "
+                                       f"min_robustness {thresholds.min_robustness:.2f}")
     agreement = result.agreement()
     if agreement is not None and agreement < agreement_threshold:
         result.flags.append(f"sim-real agreement {agreement:.2f} < {agreement_threshold:.2f}: the simulator's "

@@ -4,9 +4,9 @@ A suite is YAML, validated by the pydantic models below; an error names the key 
 (`cases.1.thresholds.min_success: Input should be less than or equal to 1`). Each case draws
 tasks from one domain's task generator (the same seeds give the same tasks in the simulator and
 in the real environment), plays them in `environments` (`sim`: a registered world model, `real`:
-the domain's real environment, or both), clean and, when `faults` are set, again with faults
-injected at `faults.rate` (the action is not carried out; the agent sees the domain's error), and
-checks the thresholds.
+the domain's real environment, or both), clean and, when `faults` are set, once more per fault
+kind with that fault injected at `faults.rate` (the action is not carried out; the agent sees the
+domain's error), and checks the thresholds.
 
     name: terminal-agent
     simulator: {model: models:/agentworld-world-model@champion, verifier: reference}
@@ -81,7 +81,7 @@ class Thresholds(_Strict):
     #: Share of actions the real environment rejected, at most (real episodes only: a simulated
     #: step carries no exit code to tell).
     max_invalid_rate: float | None = Field(None, ge=0.0, le=1.0)
-    #: Success under faults / success clean, at least (cases with `faults`).
+    #: Success under each fault kind / success clean, at least (cases with `faults`).
     min_robustness: float | None = Field(None, ge=0.0)
 
 

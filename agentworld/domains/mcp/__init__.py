@@ -9,6 +9,8 @@ domain (`DOMAIN`) and imports nothing heavy, so listing environments stays light
 """
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from agentworld.domains import lazy
 from agentworld.domains.base import FAULT_MESSAGES, ActionTool, Domain, ShapeRule
@@ -16,13 +18,22 @@ from agentworld.domains.mcp.rationale import describe_mcp
 
 #: Actions that end an episode.
 END_ACTIONS = frozenset({"exit", "submit"})
-#: A tool-calling agent calls the application's MCP tools through one function tool.
+#: A tool-calling agent's one function tool when the episode lists no tools of its own.
 CALL_TOOL = ActionTool(
     "call_tool", "Call one of the application's MCP tools with its arguments; the tool's JSON result comes back.",
     {"type": "object", "properties": {"tool": {"type": "string", "description": "the MCP tool's name"},
                                       "arguments": {"type": "object", "description": "the tool's arguments"}},
      "required": ["tool"]},
     lambda arguments: json.dumps({"tool": arguments.get("tool", ""), "arguments": arguments.get("arguments") or {}}))
+
+
+def application_tools(info: Mapping[str, Any]) -> list[ActionTool]:
+    """The episode's MCP tools (from its reset info), each a function tool with its own schema."""
+    def tool(spec: Mapping[str, Any]) -> ActionTool:
+        name = spec["name"]
+        return ActionTool(name, spec.get("description", ""), spec.get("inputSchema") or {"type": "object"},
+                          lambda arguments: json.dumps({"tool": name, "arguments": dict(arguments)}))
+    return [tool(spec) for spec in info.get("tool_schemas") or []]
 
 
 def mcp_fault(kind: str, action: str) -> str:
@@ -63,6 +74,7 @@ DOMAIN = Domain(
     ),
     end_actions=END_ACTIONS,
     action_tool=CALL_TOOL,
+    episode_tools=application_tools,
     fault_observation=mcp_fault,
     corpus_sources={"mcp_schemas": lazy("agentworld.domains.mcp.cpt_corpus", "mcp_schemas")},
 )

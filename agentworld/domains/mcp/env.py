@@ -128,7 +128,10 @@ class McpEnv(TextEnv):
                        "Act with one JSON object per turn: {\"tool\": \"<name>\", \"arguments\": {...}}; "
                        "send submit when done.")
         info = {"task_id": task.task_id, "app": app, "kind": task.setup["kind"], "seed": seed,
-                "tools": sorted(t.name for t in client.tools)}
+                "tools": sorted(t.name for t in client.tools),
+                # each tool with its input schema, as the server lists it (tool-calling agents' functions)
+                "tool_schemas": [{"name": t.name, "description": t.description or "", "inputSchema": t.input_schema}
+                                 for t in sorted(client.tools, key=lambda t: t.name)]}
         return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
