@@ -216,7 +216,9 @@ def run_suite(suite: Suite, agents: AgentFactory, *, cache_root: Path = Path(".c
         bar = progress.add_task(f"suite {suite.name}", total=len(plan))
         for case, environment, variant in plan:
             progress.update(bar, description=f"{case.name} [{environment}, {variant}]")
-            agent = agent_by_domain.setdefault(case.domain, agents(case.domain))
+            if case.domain not in agent_by_domain:  # one agent per domain (a local model loads once)
+                agent_by_domain[case.domain] = agents(case.domain)
+            agent = agent_by_domain[case.domain]
             seeds = [case.first_seed + i for i in range(case.episodes)]
             started = time.monotonic()
             episodes: list[EpisodeResult] = []
