@@ -303,6 +303,7 @@ def test_a_registered_agent_gets_its_verdict_recorded_and_its_last_run_is_a_base
     from agentworld.tracking.registry import log_and_register
 
     model, tokenizer = load_local(trained_agent)
+    mlflow.set_experiment("agents")  # this test's store (an earlier test's experiment id is not in it)
     with mlflow.start_run():
         version = log_and_register(model, tokenizer, "agentworld-agent", {"kind": "test"})
     client = MlflowClient()
@@ -325,3 +326,59 @@ def test_a_registered_agent_gets_its_verdict_recorded_and_its_last_run_is_a_base
     code, output = agent_test(str(suite), "--agent", "tests.test_agent_suites:give_up", "--baseline",
                               "models:/agentworld-agent/99", "--no-mlflow")
     assert code == 2 and "--baseline models:/agentworld-agent/99: not in the registry" in output
+
+
+def refund(observations: list[str], actions: list[str]) -> str:
+    """An agent for the recorded billing system: refunds the invoice its task names."""
+    invoice = re.search(r"invoice (\d+)", observations[0])
+    return json.dumps({"tool": "refund", "arguments": {"invoice": int(invoice.group(1)) if invoice else 0}})
+
+
+def test_a_recorded_system_is_a_suite_domain_judged_by_its_success_rule(world_model, tmp_path, monkeypatch):
+    from agentworld.data.recording.openai_chat import import_openai_chat
+
+    def call(call_id: str, name: str, arguments: dict) -> dict:
+        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+    sessions = [[{"role": "user", "content": f"refund invoice {n}"},
+                 {"role": "assistant", "tool_calls": [call("a", "get_invoice", {"invoice": n})]},
+                 {"role": "tool", "tool_call_id": "a", "content": f'{{"id": {n}, "status": "open"}}'},
+                 {"role": "assistant", "tool_calls": [call("b", "refund", {"invoice": n})]},
+                 {"role": "tool", "tool_call_id": "b", "content": '{"refunded": true}'}] for n in (3, 8)]
+    (tmp_path / "billing.jsonl").write_text("\n".join(json.dumps(s) for s in sessions) + "\n")
+    assert import_openai_chat(tmp_path / "billing.jsonl", "billing", tmp_path / "recordings" / "billing")[:2] == (2, 4)
+    monkeypatch.chdir(tmp_path)
+    case = {"name": "refund", "domain": "billing", "episodes": 2, "environments": ["sim"], "max_steps": 2,
+            "success": {"action": r'"tool": "refund".*"invoice": [38]\b'}, "thresholds": {"min_success": 1.0}}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({"name": "billing", "recordings": {"billing": "recordings/billing"},
+                                     "simulator": {"model": str(world_model), "max_new_tokens": 16},
+                                     "cases": [case]}))
+    code, output = agent_test(str(suite), "--agent", "tests.test_agent_suites:refund", "--no-mlflow", "--out", "ok")
+    assert code == 0, output
+    episodes = [json.loads(line) for line in (tmp_path / "ok" / "transcripts.jsonl").read_text().splitlines()]
+    assert [e["success"] for e in episodes] == [True, True]
+    first = episodes[0]["transcript"][0]["observation"]  # the recorded session's start, with the recorded tools
+    assert first.startswith("refund invoice ") and "get_invoice" in first and "refund" in first.split("Tools:")[1]
+    # the two seeds start the two recorded sessions
+    assert len({e["task_id"] for e in episodes}) == 2 and all(e["task_id"].startswith("billing-") for e in episodes)
+    assert {e["transcript"][0]["observation"].split("\n")[0] for e in episodes} == {"refund invoice 3",
+                                                                                     "refund invoice 8"}
+    code, output = agent_test(str(suite), "--agent", "tests.test_agent_suites:give_up", "--no-mlflow", "--out", "no")
+    assert code == 1 and "refund: sim: success 0.00 < min_success 1.00" in output
+    # a tool-calling agent is offered the recorded tools as functions, and its calls become the recorded action format
+    from agentworld.data.recording.recording import Recording
+    from agentworld.domains import get_domain
+    from agentworld.suites.recorded import RecordedSessions
+
+    _, _, info = RecordedSessions(Recording.load(tmp_path / "recordings" / "billing", "billing")).start(0, None)
+    tools = {tool.name: tool for tool in get_domain("billing").episode_tools(info)}
+    assert set(tools) == {"get_invoice", "refund"}
+    assert json.loads(tools["refund"].to_action({"invoice": 3})) == {"tool": "refund", "arguments": {"invoice": 3}}
+    # a recorded system has no real environment here and no checker: both are refused by name
+    for bad, message in ((dict(case, environments=["sim", "real"]), "runs in [sim] only"),
+                         ({k: v for k, v in case.items() if k != "success"}, "needs `success`")):
+        suite.write_text(yaml.safe_dump({"name": "billing", "recordings": {"billing": "recordings/billing"},
+                                         "simulator": {"model": str(world_model)}, "cases": [bad]}))
+        with pytest.raises(SuiteError, match=re.escape(message)):
+            load_suite(suite)

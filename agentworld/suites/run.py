@@ -161,13 +161,17 @@ class Simulator:
             self.label = spec.model or str(model_dir)
         self.backend, self.spec = backend, spec
 
-    def envs(self, case: Case, n: int) -> tuple[list[TextEnv], Any]:
+    def envs(self, case: Case, n: int, recording: Any = None) -> tuple[list[TextEnv], Any]:
+        """`n` simulated envs of `case`: tasks from the real task generator (the same seeds, the
+        same tasks as the real env), or from the recorded sessions of a recorded system (judged by
+        the case's `success` rule alone)."""
         from agentworld.simulation.env import Control, RealTaskSource, WorldModelEnv
         from agentworld.simulation.verifiers import make_verifier
+        from agentworld.suites.recorded import RecordedSessions
 
-        tasks = RealTaskSource(case.domain)  # the real task generator: the same seeds, the same tasks
+        tasks = RecordedSessions(recording) if recording is not None else RealTaskSource(case.domain)
         control = Control(perturbation=case.perturbation, fiction=case.fiction)
-        verifier = make_verifier(self.spec.verifier)
+        verifier = make_verifier(self.spec.verifier) if recording is None and case.success is None else None
         envs = [WorldModelEnv(case.domain, self.backend, tasks, control=control, verifier=verifier, retries=1)
                 for _ in range(n)]
         return envs, tasks
@@ -198,7 +202,8 @@ def play_run(agent: TestedAgent, envs: Sequence[TextEnv], case: Case, environmen
         fault = step.info.get("fault")
         episode.faults += fault is not None
         episode.invalid_actions += fault is None and invalid_action(step.action, step.info)
-        episode.success = episode.success or solved(step.reward, step.info)
+        episode.success = episode.success or (case.success.holds(step.action, step.observation) if case.success
+                                              else solved(step.reward, step.info))
         episode.transcript.append({"action": step.action, "observation": step.observation[:TRANSCRIPT_CHARS],
                                    "reward": step.reward, **({"fault": fault} if fault else {})})
     return episodes
@@ -207,6 +212,7 @@ def play_run(agent: TestedAgent, envs: Sequence[TextEnv], case: Case, environmen
 def run_suite(suite: Suite, agents: AgentFactory, *, cache_root: Path = Path(".cache/models"),
               max_seq_len: int | None = None) -> list[CaseResult]:
     """Every case of `suite`, with a progress bar over case x environment x variant."""
+    recordings = load_recordings(suite)
     simulator = Simulator(suite.simulator, cache_root, max_seq_len) if suite.simulator else None
     plan = [(case, environment, variant) for case in suite.cases for environment in case.environments
             for variant in variants(case)]
@@ -224,7 +230,8 @@ def run_suite(suite: Suite, agents: AgentFactory, *, cache_root: Path = Path(".c
             episodes: list[EpisodeResult] = []
             for first in range(0, len(seeds), suite.concurrency):
                 chunk = seeds[first:first + suite.concurrency]
-                episodes += _play_chunk(agent, simulator, case, environment, variant, chunk)
+                episodes += _play_chunk(agent, simulator, case, environment, variant, chunk,
+                                        recordings.get(case.domain))
             results[case.name].runs.append(RunResult(case.name, environment, variant, episodes,
                                                      time.monotonic() - started))
             progress.advance(bar)
@@ -233,12 +240,27 @@ def run_suite(suite: Suite, agents: AgentFactory, *, cache_root: Path = Path(".c
     return list(results.values())
 
 
+def load_recordings(suite: Suite) -> dict[str, Any]:
+    """The suite's recorded systems, each registered as a domain (its prompt, shape rules, tools)."""
+    from agentworld.data.recording.recording import Recording, RecordingError
+
+    loaded = {}
+    for name, folder in suite.recordings.items():
+        try:
+            recording = Recording.load(Path(folder), name)
+            recording.domain()
+        except RecordingError as err:
+            raise ValueError(f"recordings.{name}: {err}") from None
+        loaded[name] = recording
+    return loaded
+
+
 def _play_chunk(agent: TestedAgent, simulator: Simulator | None, case: Case, environment: str, variant: str,
-                seeds: Sequence[int]) -> list[EpisodeResult]:
+                seeds: Sequence[int], recording: Any = None) -> list[EpisodeResult]:
     owned = None
     if environment == "sim":
         assert simulator is not None
-        envs, owned = simulator.envs(case, len(seeds))
+        envs, owned = simulator.envs(case, len(seeds), recording)
     else:
         envs = _real_envs(case, len(seeds))
     try:

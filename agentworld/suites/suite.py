@@ -19,10 +19,16 @@ domain's error), and checks the thresholds.
         max_steps: 6
         faults: {kinds: [timeout, permission_denied], rate: 0.3}
         thresholds: {min_success: 0.6, max_invalid_rate: 0.3, min_robustness: 0.5}
+
+A recorded system (`agentworld record mcp|http`, `agentworld import openai-chat`) is a domain too:
+list it under `recordings: {billing: data/recordings/billing}`; its cases run in `sim`, start
+where the recorded sessions started (their instruction, the recorded tools), and are judged by
+`success: {action: REGEX, observation: REGEX}` (a step whose action and answer match).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -75,6 +81,32 @@ class Faults(_Strict):
         return kinds
 
 
+class SuccessRule(_Strict):
+    """Success judged from the episode itself: a step whose action matches `action` and whose
+    observation matches `observation` (regular expressions, searched; an omitted one matches any).
+    Required for a recorded system (it has no task checker); for a built-in domain it replaces the
+    checker's verdict, in the simulator and the real environment alike."""
+
+    action: str | None = None
+    observation: str | None = None
+
+    @model_validator(mode="after")
+    def _some_rule(self) -> SuccessRule:
+        if self.action is None and self.observation is None:
+            raise ValueError("give action and/or observation (regular expressions)")
+        for pattern in (self.action, self.observation):
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as err:
+                    raise ValueError(f"{pattern!r} is not a regular expression: {err}") from None
+        return self
+
+    def holds(self, action: str, observation: str) -> bool:
+        return ((self.action is None or re.search(self.action, action) is not None)
+                and (self.observation is None or re.search(self.observation, observation) is not None))
+
+
 class Thresholds(_Strict):
     #: Success rate each environment must reach on the clean episodes.
     min_success: float | None = Field(None, ge=0.0, le=1.0)
@@ -99,16 +131,8 @@ class Case(_Strict):
     #: Simulator controls (sim only): a changed initial state, an invented world.
     perturbation: str | None = None
     fiction: str | None = None
+    success: SuccessRule | None = None
     thresholds: Thresholds = Thresholds()
-
-    @field_validator("domain")
-    @classmethod
-    def _known_domain(cls, domain: str) -> str:
-        from agentworld.domains import all_domains
-
-        if domain not in all_domains():
-            raise ValueError(f"unknown domain {domain!r}; domains: {', '.join(sorted(all_domains()))}")
-        return domain
 
     @field_validator("environments")
     @classmethod
@@ -121,6 +145,9 @@ class Case(_Strict):
 class Suite(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     simulator: SimulatorSpec | None = None
+    #: Recorded systems cases may use as their domain: name -> recording folder (as in params.yaml's
+    #: `recordings`; relative to the working directory). Their tasks are the recorded sessions.
+    recordings: dict[str, str] = Field(default_factory=dict)
     cases: tuple[Case, ...] = Field(min_length=1)
     #: Cases run in both environments: the share of seeds whose verdicts agree must reach this,
     #: else the case is flagged (the simulator's verdict on it is not to be trusted).
@@ -135,6 +162,16 @@ class Suite(_Strict):
             raise ValueError(f"case names must be distinct: {names}")
         if any("sim" in case.environments for case in self.cases) and self.simulator is None:
             raise ValueError("a case runs in `sim`: give `simulator` (model, or base_url + model_name)")
+        from agentworld.domains import all_domains
+
+        known = set(all_domains()) | set(self.recordings)
+        for i, case in enumerate(self.cases):
+            if case.domain not in known:
+                raise ValueError(f"cases.{i}.domain: unknown domain {case.domain!r}; domains: {', '.join(sorted(known))} "
+                                 "(a recorded system: list it under `recordings`)")
+            if case.domain in self.recordings and (case.environments != ("sim",) or case.success is None):
+                raise ValueError(f"cases.{i}: {case.domain!r} is a recorded system: it runs in [sim] only (its real "
+                                 "system is not here) and needs `success` (it has no task checker)")
         return self
 
 

@@ -108,6 +108,7 @@ class Recording:
     def domain(self) -> Domain:
         """The recorded system as a domain, registered by name, so the shared stages (validation,
         build, training, evaluation) and the simulator treat it as they treat a built-in one."""
+        from agentworld.domains.mcp import CALL_TOOL, application_tools, mcp_fault
         from agentworld.domains.mcp import DOMAIN as MCP
 
         rules: tuple[ShapeRule, ...] = ()
@@ -127,6 +128,9 @@ class Recording:
             shape_rules=rules,
             judge_title=f"the {'HTTP API' if self.kind == 'http' else 'MCP server'} {self.server_name!r}",
             judge_format=MCP.judge_format if self.kind == "mcp" else "",
+            # a tool-calling agent under test calls the recorded tools; faults look like the MCP error JSON
+            **({"action_tool": CALL_TOOL, "episode_tools": application_tools, "fault_observation": mcp_fault}
+               if self.kind != "http" else {}),
         )
         existing = find_domain(self.name)
         if existing is not None and existing.world_model_prompt == declared.world_model_prompt:
