@@ -16,21 +16,14 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
-from agentworld.config import load_params
-from agentworld.tracking.runs import project_root
 from agentworld_dags.form import trigger_params
 from agentworld_dags.launch import agent_test
-from agentworld_dags.taskflow import settings_errors_fail_once
-
-
-def _schedule() -> str | None:
-    params = load_params(project_root() / "params.yaml")
-    return params.agent_test.cron if params.schedule.nightly else None
+from agentworld_dags.taskflow import nightly_schedule, settings_errors_fail_once
 
 
 @dag(
     dag_id="agent_regression",
-    schedule=_schedule(),
+    schedule=nightly_schedule("agent_test.cron"),
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentworld.data.copying import expand_copies
 from agentworld.data.prompts import WorldModelExample
@@ -62,19 +62,27 @@ def parse_registry_uri(uri: str) -> tuple[str, str]:
     raise BackendError(f"--model {uri!r}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
 
 
-def resolve_registry_model(uri: str, cache_root: Path) -> RegistryModel:
-    """Download (once) a registered transformers-flavour model as a checkpoint directory."""
+def registry_version(uri: str, option: str = "--model") -> Any:
+    """The registry's `ModelVersion` that `uri` names (by alias or number); BackendError naming
+    `option` and the registry when it is not there."""
     import mlflow
-    import mlflow.transformers
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     name, ref = parse_registry_uri(uri)
     client = MlflowClient()
     try:
-        version = client.get_model_version_by_alias(name, ref[1:]) if ref.startswith("@") else client.get_model_version(name, ref)
+        return client.get_model_version_by_alias(name, ref[1:]) if ref.startswith("@") else client.get_model_version(name, ref)
     except MlflowException as err:
-        raise BackendError(f"--model {uri}: not in the registry at {mlflow.get_tracking_uri()} ({err.message})") from None
+        raise BackendError(f"{option} {uri}: not in the registry at {mlflow.get_tracking_uri()} ({err.message})") from None
+
+
+def resolve_registry_model(uri: str, cache_root: Path) -> RegistryModel:
+    """Download (once) a registered transformers-flavour model as a checkpoint directory."""
+    import mlflow.transformers
+
+    name, _ = parse_registry_uri(uri)
+    version = registry_version(uri)
     target = cache_root / name / str(version.version)
     if not (target / "config.json").exists():
         components = mlflow.transformers.load_model(f"models:/{name}/{version.version}", return_type="components")

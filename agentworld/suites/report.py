@@ -240,18 +240,13 @@ def registry_baseline(uri: str, suite: str, cache: Path) -> dict[str, Any]:
     (`models:/agentworld-agent@production`): its tag `agent_test.<suite>.run_id` names the MLflow
     run whose `agent_test/report.json` is read."""
     import mlflow
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
 
-    from agentworld.models.backends import parse_registry_uri
+    from agentworld.models.backends import BackendError, registry_version
 
-    name, ref = parse_registry_uri(uri)
-    client = MlflowClient()
     try:
-        version = client.get_model_version_by_alias(name, ref[1:]) if ref.startswith("@") else \
-            client.get_model_version(name, ref)
-    except MlflowException as err:
-        raise ValueError(f"--baseline {uri}: not in the registry at {mlflow.get_tracking_uri()} ({err.message})") from None
+        version = registry_version(uri, "--baseline")
+    except BackendError as err:
+        raise ValueError(str(err)) from None
     run_id = version.tags.get(f"agent_test.{suite}.run_id")
     if not run_id:
         raise ValueError(f"--baseline {uri}: version {version.version} has no recorded run of suite {suite!r} "

@@ -24,9 +24,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_cli(args: list[str]) -> None:
+def run_cli(args: list[str], ok: tuple[int, ...] = (0,)) -> int:
     """`python -m agentworld.cli ARGS` in a process of its own (an agent phase, not a DVC stage);
-    its output goes to the task log. Exit status 2 is a settings error (not retried); others retry."""
+    its output goes to the task log; returns its exit status when it is one of `ok`. Exit status 2
+    is a settings error (not retried); others retry."""
     argv = [sys.executable, "-m", "agentworld.cli", *args]
     env = {**os.environ, "AGENTWORLD_HOME": str(project_root())}
     print("running:", " ".join(argv), flush=True)
@@ -34,8 +35,9 @@ def run_cli(args: list[str]) -> None:
     what = " ".join(args[:2])
     if done.returncode == 2:
         raise RunRefused(f"`agentworld {what}` refused its settings (exit status 2); the reason is in the log above")
-    if done.returncode != 0:
+    if done.returncode not in ok:
         raise RuntimeError(f"`agentworld {what}` failed with exit status {done.returncode}; see the log above")
+    return done.returncode
 
 
 #: The dvc.yaml stage that plays a per-domain stage's part for a recorded system.
@@ -120,17 +122,10 @@ def agent_test(suite: str, agent: str, run_id: str) -> dict[str, Any]:
     from agentworld_dags.runs import run_folder
 
     out = project_root() / "runs" / "agent_regression" / run_folder(run_id)
-    argv = [sys.executable, "-m", "agentworld.cli", "agent", "test", suite, "--agent", agent, "--out", str(out),
-            "--tag", f"airflow_run_id={run_id}"]
-    print("running:", " ".join(argv), flush=True)
-    env = {**os.environ, "AGENTWORLD_HOME": str(project_root())}
-    done = subprocess.run(argv, cwd=project_root(), env=env, preexec_fn=_die_with_parent)
-    if done.returncode == 2:
-        raise RunRefused(f"`agentworld agent test` refused its settings (suite {suite}, agent {agent}); see the log above")
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"`agentworld agent test` failed with exit status {done.returncode}; see the log above")
+    status = run_cli(["agent", "test", suite, "--agent", agent, "--out", str(out), "--tag", f"airflow_run_id={run_id}"],
+                     ok=(0, 1))
     report = json.loads((out / "report.json").read_text())
-    if done.returncode == 1:
+    if status == 1:
         failed = [case["name"] for case in report["cases"] if not case["passed"] or case["regressions"]]
         raise AirflowFailException(f"agent {agent} failed suite {report['suite']}: cases {', '.join(failed)} "
                                    f"(report: {out / 'report.md'})")

@@ -125,8 +125,10 @@ def planned_collection(parent: Any) -> Any:
     return collect.partial(parent=parent).expand(domain=plan(parent))
 
 
-def nightly_schedule() -> str | None:
-    """The cron of `schedule` in params.yaml when `schedule.nightly` is on (production), else None."""
+def nightly_schedule(cron: str = "schedule.cron") -> str | None:
+    """The cron at key path `cron` of params.yaml (the pipeline's `schedule.cron`, the agent
+    regression's `agent_test.cron`) when `schedule.nightly` is on (production), else None."""
     params = load_params(project_root() / "params.yaml")
-    return params.schedule.cron if params.schedule.nightly else None
+    section, leaf = cron.split(".")
+    return getattr(getattr(params, section), leaf) if params.schedule.nightly else None
 
