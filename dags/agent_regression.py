@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
+from agentworld_dags.alerts import task_defaults
 from agentworld_dags.form import trigger_params
 from agentworld_dags.launch import agent_test
 from agentworld_dags.taskflow import nightly_schedule, settings_errors_fail_once
@@ -27,7 +28,7 @@ from agentworld_dags.taskflow import nightly_schedule, settings_errors_fail_once
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30), "execution_timeout": timedelta(hours=2)},
+    default_args=task_defaults(retries=1, retry_delay=timedelta(seconds=30), execution_timeout=timedelta(hours=2)),
     params=trigger_params(["agent_test_suite", "agent_test_agent"]),
     tags=["agentworld", "agents", "testing"],
     doc_md=__doc__,

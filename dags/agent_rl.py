@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
+from agentworld_dags.alerts import task_defaults
 from agentworld_dags.form import trigger_params
 from agentworld_dags.launch import agent_phase
 from agentworld_dags.runs import resolve_run
@@ -34,7 +35,7 @@ def _run_id() -> str:
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    default_args=task_defaults(retries=1, retry_delay=timedelta(seconds=30)),
     params=trigger_params(AGENT_PARAMS),
     tags=["agentworld", "agents", "simulation"],
     doc_md=__doc__,

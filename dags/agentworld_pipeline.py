@@ -22,10 +22,12 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
+from agentworld_dags.alerts import task_defaults
 from agentworld_dags.form import trigger_params
 from agentworld_dags.launch import run_stage
 from agentworld_dags.taskflow import (
     gated_training_chain,
+    nightly_deadline,
     nightly_schedule,
     planned_collection,
     settings_errors_fail_once,
@@ -40,7 +42,8 @@ from agentworld_dags.taskflow import (
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=60)},
+    default_args=task_defaults(retries=1, retry_delay=timedelta(seconds=60)),
+    deadline=nightly_deadline("agentworld_pipeline"),
     params=trigger_params(),
     tags=["agentworld", "world-model", "nightly"],
     doc_md=__doc__,

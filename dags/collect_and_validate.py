@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
+from agentworld_dags.alerts import task_defaults
 from agentworld_dags.assets import (
     validated_alias,
     validated_asset,
@@ -35,7 +36,7 @@ from agentworld_dags.taskflow import planned_collection, save_experiment_task, s
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    default_args=task_defaults(retries=2, retry_delay=timedelta(seconds=30)),
     params=trigger_params(["domains", "episodes_per_domain", "episodes", "max_steps"]),
     tags=["agentworld", "data"],
     doc_md=__doc__,

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
+from agentworld_dags.alerts import task_defaults
 from agentworld_dags.form import trigger_params
 from agentworld_dags.runs import simulator_workspace, start_run
 from agentworld_dags.taskflow import save_experiment_task, settings_errors_fail_once, stage_task
@@ -29,7 +30,7 @@ SYNTHESIS_PARAMS = ["synth_domains", "synth_episodes", "synth_max_steps", "synth
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    default_args=task_defaults(retries=1, retry_delay=timedelta(seconds=30)),
     params=trigger_params(SYNTHESIS_PARAMS),
     tags=["agentworld", "simulation", "data"],
     doc_md=__doc__,

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, get_current_context, task
 
+from agentworld_dags.alerts import task_defaults
 from agentworld_dags.assets import triggering_validated_extra, validated_asset
 from agentworld_dags.form import trigger_params
 from agentworld_dags.runs import start_run, training_workspace
@@ -32,7 +33,7 @@ TRAINING_PARAMS = ["hidden_size", "num_layers", "num_experts", "moe_intermediate
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    default_args=task_defaults(retries=1, retry_delay=timedelta(seconds=30)),
     params=trigger_params(TRAINING_PARAMS),
     tags=["agentworld", "world-model", "training"],
     doc_md=__doc__,

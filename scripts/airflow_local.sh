@@ -7,6 +7,8 @@
 set -euo pipefail
 : "${AIRFLOW_HOME:?run through 'make airflow' (it sets AIRFLOW_HOME and the DAG folder)}"
 port="${AIRFLOW__API__PORT:-8080}"
+# The training stages run in the `training` pool, one at a time on one machine.
+airflow pools set training 1 "world-model training stages (tokenizer, cpt, sft, rl)" >/dev/null
 trap 'trap - EXIT; kill 0' EXIT INT TERM
 airflow scheduler --skip-serve-logs &
 airflow dag-processor &

@@ -53,6 +53,31 @@ def test_dagbag_has_no_import_errors(airflow_env):
             "synthetic_trajectories", "agent_rl"} <= set(result["dags"])
 
 
+def test_every_task_has_a_timeout_and_failure_alert_and_training_uses_its_pool(airflow_env):
+    """What a production deployment relies on, for every task of every DAG: an execution timeout,
+    the failure notifier, the `training` pool for the training stages; and the pipeline's
+    Deadline alert at `schedule.deadline_hours`."""
+    code = ("import json;" + DAGBAG +
+            "from agentworld_dags.alerts import FailureAlert;"
+            "tasks = {f'{d}.{t.task_id}': [t.execution_timeout is not None,"
+            " any(isinstance(c, FailureAlert) for c in (t.on_failure_callback if isinstance("
+            "t.on_failure_callback, list) else [t.on_failure_callback])), t.pool]"
+            " for d, dag in b.dags.items() for t in dag.tasks};"
+            "dl = b.dags['agentworld_pipeline'].deadline;"
+            "print(json.dumps({'tasks': tasks, 'deadline': [type(x.reference).__name__ + ' ' + str(x.interval) + ' '"
+            " + x.callback.path for x in dl]}))")
+    out = _python(code, airflow_env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(result["tasks"]) > 40
+    assert [t for t, (timeout, alert, _) in result["tasks"].items() if not (timeout and alert)] == []
+    pools = {t: pool for t, (_, _, pool) in result["tasks"].items()}
+    for stage in ("tokenizer", "cpt", "sft", "rl"):
+        assert pools[f"agentworld_pipeline.{stage}"] == pools[f"world_model_training.{stage}"] == "training"
+    assert pools["agentworld_pipeline.collect"] == "default_pool"
+    assert result["deadline"] == ["DagRunQueuedAtDeadline 8:00:00 agentworld_dags.alerts.deadline_missed"]
+
+
 def test_pipeline_cron_is_off_in_the_demo_and_on_in_production(airflow_env):
     """The cron comes from params.yaml: none in the demo profile, `schedule.cron` in production."""
     workspace = Path(airflow_env["AGENTWORLD_HOME"])

@@ -1,7 +1,9 @@
 """MLflow runs: where the store lives, how stage runs are grouped, what lineage they carry.
 
 Embedded default: a SQLite database and an artifact folder under `mlflow/` in the project
-root (git-ignored). Set MLFLOW_TRACKING_URI to point the same code at a shared server.
+root (git-ignored). Set MLFLOW_TRACKING_URI (and MLFLOW_TRACKING_USERNAME/PASSWORD for a server
+with auth) to point the same code at a shared server; its experiments then store artifacts
+wherever the server proxies them (the production stack: an S3 bucket).
 A pipeline run is a parent run; each stage opens a child run under it, even from another
 process, through the AGENTWORLD_PARENT_RUN_ID variable, so two pipeline runs compare side
 by side in the MLflow UI.
@@ -41,8 +43,15 @@ def tracking_uri(root: Path | None = None) -> str:
     return f"sqlite:///{root / 'mlflow' / 'mlruns.db'}"
 
 
-def artifact_root(root: Path | None = None) -> str:
-    return os.environ.get("AGENTWORLD_ARTIFACT_ROOT") or (root or project_root()).joinpath("mlflow", "artifacts").as_uri()
+def artifact_root(root: Path | None = None) -> str | None:
+    """Where a new experiment's artifacts go: AGENTWORLD_ARTIFACT_ROOT if set; None against a
+    tracking server (http/https), so the server assigns its own location and proxies every upload
+    to its object store (`mlflow server --artifacts-destination`); else mlflow/artifacts/."""
+    if os.environ.get("AGENTWORLD_ARTIFACT_ROOT"):
+        return os.environ["AGENTWORLD_ARTIFACT_ROOT"]
+    if tracking_uri(root).startswith(("http://", "https://")):
+        return None
+    return (root or project_root()).joinpath("mlflow", "artifacts").as_uri()
 
 
 def configure(experiment: str, root: Path | None = None) -> str:

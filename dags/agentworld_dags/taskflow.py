@@ -15,6 +15,11 @@ from agentworld_dags.runs import resolve_run, start_run
 
 T = TypeVar("T", bound=Callable[..., Any])
 
+#: The Airflow pool of the training stages (tokenizer, cpt, sft, rl): its slots are how many train
+#: at once (1 on one machine; scripts/airflow_local.sh and prod_stack.sh create it, a GPU cluster
+#: sizes it, see docs/cluster.md).
+TRAINING_POOL = "training"
+
 
 def settings_errors_fail_once(fn: T) -> T:
     """Task body wrapper: a settings error (RunRefused, ParamsError) fails the task at once, with
@@ -49,7 +54,7 @@ def gated_training_tasks(stage: str) -> tuple[Any, Any]:
     from airflow.sdk import get_current_context, task
     from airflow.sdk.exceptions import AirflowFailException
 
-    train = stage_task(stage)
+    train = stage_task(stage, pool=TRAINING_POOL)
 
     @task(task_id=f"gate_{stage}", retries=0)
     def gate(_: dict) -> str:
@@ -67,7 +72,7 @@ def gated_training_chain(parent: Any, *inputs: Any) -> Any:
     chain; returns the last task."""
     from stages import TRAINING_STAGES
 
-    passed = (stage_task("tokenizer")(parent, *inputs),)
+    passed = (stage_task("tokenizer", pool=TRAINING_POOL)(parent, *inputs),)
     for stage in TRAINING_STAGES:
         train, gate = gated_training_tasks(stage)
         passed = (gate(train(parent, *passed)),)
@@ -132,3 +137,10 @@ def nightly_schedule(cron: str = "schedule.cron") -> str | None:
     section, leaf = cron.split(".")
     return getattr(getattr(params, section), leaf) if params.schedule.nightly else None
 
+
+
+def nightly_deadline(dag_id: str) -> Any:
+    """The Deadline alert of `dag_id`'s runs: `schedule.deadline_hours` after a run was queued."""
+    from agentworld_dags.alerts import deadline_alert
+
+    return deadline_alert(dag_id, load_params(project_root() / "params.yaml").schedule.deadline_hours)

@@ -10,12 +10,17 @@ the project's own results, and `dvc exp apply <name>` brings its outputs into th
 What it costs: one DVC lock per workspace, so two stages of one run never run DVC at the same
 time (tasks of a run queue on a file lock here; separate runs have separate worktrees and run in
 parallel). Delete an old run with `git worktree remove runs/airflow/<run>`.
+
+Shared remote: the worktree inherits the project's git-ignored .dvc/config.local (where
+`scripts/prod_stack.sh` adds the object-store remote), and with AGENTWORLD_DVC_REMOTE set the
+saving task also pushes the run's outputs there, so another machine can `dvc exp pull` the run.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +31,8 @@ from agentworld.config import ParamsError
 
 #: The stages a run has reproduced, one DVC target per line, in its workspace (what `save` saves).
 STAGES_FILE = Path("reports") / "airflow" / "dvc_stages.txt"
+#: The DVC remote a saved run's outputs are pushed to (unset in the embedded default: no push).
+PUSH_REMOTE_ENV = "AGENTWORLD_DVC_REMOTE"
 
 
 class WorkspaceError(ParamsError):
@@ -59,6 +66,9 @@ def create_workspace(project: Path, root: Path) -> None:
             if applied.returncode != 0:
                 raise RuntimeError(f"{root}: the checkout's uncommitted changes do not apply: {applied.stderr.decode()}")
         cache = subprocess.run([*_dvc(), "cache", "dir"], cwd=project, capture_output=True, text=True, check=True)
+        local_config = project / ".dvc" / "config.local"  # the project's own remotes (git-ignored)
+        if local_config.exists():
+            shutil.copy2(local_config, root / ".dvc" / "config.local")
         subprocess.run([*_dvc(), "config", "--local", "cache.dir", cache.stdout.strip()], cwd=root, check=True,
                        capture_output=True)
     except BaseException:
@@ -122,4 +132,11 @@ def save(root: Path, experiment: str) -> list[str]:
     if saved.returncode != 0:
         raise RuntimeError(f"dvc exp save {experiment} in {root}: {saved.stdout}{saved.stderr}")
     print(saved.stdout.strip(), flush=True)
+    remote = os.environ.get(PUSH_REMOTE_ENV)
+    if remote:
+        with _dvc_lock(root):
+            pushed = subprocess.run([*_dvc(), "push", "-r", remote, *stages], cwd=root, capture_output=True, text=True)
+        if pushed.returncode != 0:
+            raise RuntimeError(f"dvc push -r {remote} in {root}: {pushed.stdout}{pushed.stderr}")
+        print(f"pushed the outputs of {', '.join(stages)} to DVC remote {remote}", flush=True)
     return stages
