@@ -19,7 +19,7 @@ from agentworld_dags.alerts import task_defaults
 from agentworld_dags.form import trigger_params
 from agentworld_dags.launch import agent_phase
 from agentworld_dags.runs import resolve_run
-from agentworld_dags.taskflow import settings_errors_fail_once
+from agentworld_dags.taskflow import TRAINING_POOL, settings_errors_fail_once
 
 AGENT_PARAMS = ["agent_world_model", "agent_init", "agent_rl_env", "agent_rl_budget_s", "agent_bc_steps",
                 "agent_eval_episodes", "agent_seed"]
@@ -48,7 +48,7 @@ def agent_rl():
         resolve_run(dict(context["params"]), context["run_id"])
         return agent_phase("start", context["run_id"])["run_id"]
 
-    @task
+    @task(pool=TRAINING_POOL)
     @settings_errors_fail_once
     def train_in_simulator(agent_run_id: str) -> dict:
         return agent_phase("train", _run_id(), agent_run_id)

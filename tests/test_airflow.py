@@ -74,6 +74,7 @@ def test_every_task_has_a_timeout_and_failure_alert_and_training_uses_its_pool(a
     pools = {t: pool for t, (_, _, pool) in result["tasks"].items()}
     for stage in ("tokenizer", "cpt", "sft", "rl"):
         assert pools[f"agentworld_pipeline.{stage}"] == pools[f"world_model_training.{stage}"] == "training"
+    assert pools["agent_rl.train_in_simulator"] == "training"
     assert pools["agentworld_pipeline.collect"] == "default_pool"
     assert result["deadline"] == ["DagRunQueuedAtDeadline 8:00:00 agentworld_dags.alerts.deadline_missed"]
 
