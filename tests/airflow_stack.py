@@ -55,7 +55,8 @@ def project_env(tmp: Path) -> dict[str, str]:
         "AGENTWORLD_HOME": str(workspace),
         "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlruns.db'}",
         "AGENTWORLD_ARTIFACT_ROOT": (tmp / "artifacts").as_uri(),
-        "PYTHONPATH": str(PROJECT),
+        # As `make airflow` sets it: the triggerer imports the deadline callback from dags/agentworld_dags.
+        "PYTHONPATH": os.pathsep.join([str(PROJECT), str(PROJECT / "dags")]),
         "AGENTWORLD_SWE_CACHE": str(PROJECT / ".cache" / "swe"),  # what `make setup` fetched
     }
     env.pop("AGENTWORLD_PARENT_RUN_ID", None)

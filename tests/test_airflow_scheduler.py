@@ -10,6 +10,8 @@ where worker pools, trainers and engines that `dag.test()` never exercised used 
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -27,6 +29,11 @@ VALIDATED = "agentworld://datasets/validated-trajectories"
 def stack(tmp_path_factory) -> AirflowStack:
     tmp = tmp_path_factory.mktemp("airflow-stack")
     env = project_env(tmp)
+    # A deadline every pipeline run misses (3.6 s after it is queued), so its alert is seen.
+    params_path = Path(env["AGENTWORLD_HOME"]) / "params.yaml"
+    params = yaml.safe_load(params_path.read_text())
+    params["schedule"]["deadline_hours"] = 0.001
+    params_path.write_text(yaml.safe_dump(params, sort_keys=False))
     airflow = AirflowStack(tmp / "airflow", env)
     try:
         yield airflow.start()
@@ -83,6 +90,22 @@ def test_unworkable_settings_are_refused_once_by_the_first_task(stack):
     assert states["collect"] == "upstream_failed" and states["plan"] == "upstream_failed"
     log = stack.task_log("collect_and_validate", run["dag_run_id"], "start")
     assert "0 held-out episodes" in log and "Collect at least" in log
+    # The failure callback alerted, with the task, the try and the reason.
+    (alert,) = _alerts(stack, "task_failed", run["dag_run_id"])
+    assert alert["task_id"] == "start" and alert["try_number"] == 1 and "Collect at least" in alert["error"]
+
+
+def _alerts(stack: AirflowStack, kind: str, run_id: str, timeout: float = 90) -> list[dict]:
+    """The alerts of `kind` for `run_id` in the stack's alert log (AIRFLOW_HOME/logs/alerts.jsonl),
+    waiting for the first one (callbacks run after the task or in the triggerer)."""
+    path = stack.home / "logs" / "alerts.jsonl"
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = path.read_text().splitlines() if path.exists() else []
+        found = [a for a in map(json.loads, lines) if a["kind"] == kind and a["run_id"] == run_id]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(2)
 
 
 def test_collect_and_validate_every_domain_then_world_model_training_runs_from_its_asset(stack):
@@ -147,6 +170,9 @@ def test_agentworld_pipeline_runs_end_to_end_and_records_its_promotion_decision(
     conf = {"domains": ["terminal", "mcp"], "episodes_per_domain": 12, "cpt_steps": 4, "sft_steps": 4,
             "rl_steps": 1, "eval_examples": 6}
     run, states = _succeeded(stack, "agentworld_pipeline", conf)
+    # Its Deadline alert (0.001 h in this module's params) fired from the triggerer.
+    (missed,) = _alerts(stack, "deadline_missed", run["dag_run_id"])
+    assert missed["dag_id"] == "agentworld_pipeline" and missed["hours"] == 0.001
     assert {"start", "plan", "collect[0]", "collect[1]", "validate[0]", "validate[1]", "corpora", "build", "tokenizer", "cpt",
             "gate_cpt", "sft", "gate_sft", "rl", "gate_rl", "evaluate", "promote", "save_experiment"} == set(states)
     run_dir = stack.run_dir(run["dag_run_id"])

@@ -52,7 +52,7 @@ def test_a_missed_deadline_alerts_and_a_dead_webhook_does_not_raise(tmp_path, mo
     log = tmp_path / "alerts.jsonl"
     monkeypatch.setenv("AGENTWORLD_ALERT_LOG", str(log))
     monkeypatch.setenv("AGENTWORLD_ALERT_WEBHOOK", "http://127.0.0.1:9/nothing-listens-here")
-    asyncio.run(deadline_missed(dag_id="agentworld_pipeline", hours=8, context={"dag_run": {"run_id": "r1"}}))
+    asyncio.run(deadline_missed(dag_id="agentworld_pipeline", hours=8, context={"dag_run": {"dag_run_id": "r1"}, "deadline": {}}))
     (line,) = [json.loads(x) for x in log.read_text().splitlines()]
     assert line["kind"] == "deadline_missed" and line["run_id"] == "r1" and line["hours"] == 8
     assert line["webhook"].startswith("failed:")

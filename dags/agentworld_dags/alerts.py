@@ -62,11 +62,11 @@ class FailureAlert(BaseNotifier):
 
 
 async def deadline_missed(dag_id: str, hours: float, context: Any = None) -> None:
-    """The Deadline alert's callback (it runs in the triggerer): the run was not done in time."""
-    run_id = None
-    if isinstance(context, dict):
-        run_id = (context.get("dag_run") or {}).get("run_id") if isinstance(context.get("dag_run"), dict) else None
-    send_alert("deadline_missed", f"Airflow: {dag_id} run {run_id or ''} not finished {hours:g} h after it was queued",
+    """The Deadline alert's callback (it runs in the triggerer): the run was not done in time.
+    Airflow passes `context` = {"dag_run": <the run as the REST API shows it>, "deadline": ...}."""
+    run = (context or {}).get("dag_run") or {}
+    run_id = run.get("dag_run_id")
+    send_alert("deadline_missed", f"Airflow: {dag_id} run {run_id} not finished {hours:g} h after it was queued",
                dag_id=dag_id, run_id=run_id, hours=hours)
 
 
