@@ -1,2 +1,2 @@
-"""The production stack's helpers (scripts/prod_stack.sh brings the services up): the object
-store's snapshots and the failure/deadline alerts of the DAGs."""
+"""The production stack's helpers (scripts/prod_stack.sh brings the services up): snapshots of
+its object store. The DAGs' failure and deadline alerts are in dags/agentworld_dags/alerts.py."""

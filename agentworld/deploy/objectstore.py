@@ -9,6 +9,7 @@ a plain backup and restore of the bucket. Credentials and endpoint come from the
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import typer
@@ -26,8 +27,6 @@ def snapshot(folder: Path, bucket: str) -> int:
     client, count = _client(), 0
     staging = folder.with_name(folder.name + ".partial")
     if staging.exists():
-        import shutil
-
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
@@ -37,8 +36,6 @@ def snapshot(folder: Path, bucket: str) -> int:
             client.download_file(bucket, obj["Key"], str(target))
             count += 1
     if folder.exists():
-        import shutil
-
         shutil.rmtree(folder)
     staging.rename(folder)  # a snapshot interrupted half-way never replaces a whole one
     return count

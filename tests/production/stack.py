@@ -8,6 +8,7 @@ server with basic auth, and Airflow with the CeleryExecutor and two workers.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -65,7 +66,7 @@ class ProductionStack(AirflowStack):
         self.settings = settings
         self.env = {**self.base_env, **settings}
         self.url = settings["AIRFLOW__API__BASE_URL"]
-        self.password = (self.prod / "airflow" / "passwords.json").read_text().split('"')[3]
+        self.password = json.loads((self.prod / "airflow" / "passwords.json").read_text())["admin"]
         return self
 
     def stop(self) -> None:
