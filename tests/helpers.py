@@ -31,6 +31,17 @@ def make_episode(index: int, turns: int = 4, domain: str = "terminal") -> list[T
     return rows
 
 
+def scripted_episode(trajectory_id: str, index: int, steps: list[tuple[str, str]], instruction: str,
+                     exit_code: int = 0) -> list[Transition]:
+    """A real-looking terminal episode of the given (action, observation) steps."""
+    return [Transition(id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn,
+                       domain="terminal", env_id="terminal-v1", task_id=f"t{index}", instruction=instruction,
+                       action=action, observation=observation, reward=0.0, done=turn == len(steps) - 1,
+                       source="real", policy="scripted", env_version="1", seed=index, timestamp=utc_now(),
+                       info={"exit_code": exit_code})
+            for turn, (action, observation) in enumerate(steps)]
+
+
 def make_transitions(episodes: int, turns: int = 4) -> list[Transition]:
     return [row for i in range(episodes) for row in make_episode(i, turns)]
 

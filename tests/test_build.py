@@ -27,9 +27,10 @@ def test_split_by_episode_and_layouts(tmp_path):
     messages = last.prompt_messages()
     assert messages[0]["role"] == "system" and "Linux terminal" in messages[0]["content"]
     assert [m["role"] for m in messages[1:]] == ["user", "assistant", "user", "assistant", "user"]  # 2 turns of history
-    # The action, then the memory: the scorer's best candidate, a real training transition or
-    # (as here, where the previous observation is the closest) one of this episode's turns.
-    assert re.match(re.escape(last.action) + r"\n\n(Similar real transition|Earlier in this episode):\n>>> echo ",
+    # The action, then the memory: the scorer's best candidate, a real training transition (as
+    # it is or edited to this action's arguments) or one of this episode's turns.
+    assert re.match(re.escape(last.action) + r"\n\n(Similar real transition(, adapted to this action)?"
+                    r"|Earlier in this episode):\n>>> echo ",
                     messages[-1]["content"])
     completion = last.completion_messages()[0]["content"]
     assert completion.startswith(f"<think>{last.reasoning}</think>\n{OBSERVATION_MARKER}")  # grounded rationale first

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from agentworld.config import BuildParams
 from agentworld.data.build import build_datasets, load_examples
-from agentworld.data.prompts import WorldModelExample
 from agentworld.data.copying import COPY_EARLIER, COPY_PREVIOUS, best_copy, copy_memory, copy_sources, expand_copies
+from agentworld.data.prompts import WorldModelExample
 from agentworld.data.retrieval import episode_of
-from agentworld.data.schema import Transition, transition_id, utc_now
+from agentworld.data.schema import Transition
 from agentworld.training.rewards import trl_inputs
+from tests.helpers import scripted_episode
 
 HELP = "usage: tool [--all] NAME\n  --all  every entry"
 
@@ -21,12 +22,7 @@ def episode(index: int) -> list[Transition]:
     trajectory_id = f"terminal-copy-{index:04d}"
     steps = [("tool --help", HELP), (f"ls dir{index}", f"file{index}.txt notes{index}.md"),
              (f"ls dir{index}", f"file{index}.txt notes{index}.md"), (f"cat file{index}.txt", f"unique {index} text")]
-    return [Transition(id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn,
-                       domain="terminal", env_id="terminal-v1", task_id=f"t{index}", instruction="look around",
-                       action=action, observation=observation, reward=0.0, done=turn == len(steps) - 1,
-                       source="real", policy="scripted", env_version="1", seed=index, timestamp=utc_now(),
-                       info={"exit_code": 0})
-            for turn, (action, observation) in enumerate(steps)]
+    return scripted_episode(trajectory_id, index, steps, "look around")
 
 
 def test_best_copy_prefers_exact_then_f1_and_leaves_the_rest_literal():

@@ -13,7 +13,14 @@ from agentworld.config import BuildParams
 from agentworld.data.awbench import read_bench
 from agentworld.data.build import build_datasets, load_examples
 from agentworld.data.prompts import parse_observation
-from agentworld.data.retrieval import MEMORY_FILE, MEMORY_HEADER, OWN_HEADER, RetrievalMemory, episode_of
+from agentworld.data.retrieval import (
+    ADAPTED_HEADER,
+    MEMORY_FILE,
+    MEMORY_HEADER,
+    OWN_HEADER,
+    RetrievalMemory,
+    episode_of,
+)
 from agentworld.evaluation.run import retrieval_generate
 from tests.helpers import make_transitions
 
@@ -26,14 +33,16 @@ def episodes_in(text: str) -> set[int]:
 
 def entries_of(block: str) -> list[tuple[str, str]]:
     """(header, text) of each entry of a memory block."""
-    parts = re.split(f"^({re.escape(MEMORY_HEADER)}|{re.escape(OWN_HEADER)})", block, flags=re.M)
+    headers = "|".join(re.escape(h) for h in (ADAPTED_HEADER, MEMORY_HEADER, OWN_HEADER))  # longest first
+    parts = re.split(f"^({headers})", block, flags=re.M)
     return [(parts[i], parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
 
 
 @pytest.mark.parametrize("rerank", [False, True])
 def test_memory_holds_the_training_split_and_no_example_sees_its_own_episode(tmp_path, rerank):
     """Retrieved transitions come from other training episodes only; with the scorer, the
-    episode's own candidates are turns of the history the prompt already shows."""
+    episode's own candidates are turns of the history the prompt already shows, and an edited
+    neighbour holds nothing of another episode but what the current action itself says."""
     params = BuildParams(test_fraction=0.3, history_turns=3, retrieval_k=2, rerank=rerank)
     build_datasets(make_transitions(episodes=30, turns=4), params, tmp_path)
     train, test = load_examples(tmp_path / "sft" / "train.jsonl"), load_examples(tmp_path / "sft" / "test.jsonl")
@@ -51,12 +60,16 @@ def test_memory_holds_the_training_split_and_no_example_sees_its_own_episode(tmp
         assert example.memory is not None and len(example.memory) == 1  # the current action's
         own = int(episode_of(example.id).split("-")[-1])
         for block in example.memory:
-            shown += any(header == MEMORY_HEADER for header, _ in entries_of(block))
+            shown += any(header in (MEMORY_HEADER, ADAPTED_HEADER) for header, _ in entries_of(block))
             for header, text in entries_of(block):
                 if header == OWN_HEADER:
                     shown_text = text.split("\n", 2)[2].rstrip("\n")
                     assert rerank and shown_text in {o for _, o in example.history}, (example.id, block)
                     continue
+                if header == ADAPTED_HEADER:
+                    assert rerank, (example.id, block)
+                    for word in example.action.split():  # the edit puts the action's words in
+                        text = text.replace(word, "")
                 seen = episodes_in(text)
                 assert own not in seen, (example.id, block)  # never the example's own episode
                 assert not seen & held_out_words, (example.id, block)  # never a held-out episode

@@ -3,7 +3,8 @@
 TF-IDF finds transitions whose action and previous turn look like the current one; it cannot
 tell which of them answered the way this episode will be answered. The candidates are the
 best TF-IDF neighbours from the training split plus the episode's own turns (the answer to the
-same action earlier, the previous observation), and a small gradient-boosted model predicts,
+same action earlier, the previous observation), each neighbour or previous observation also
+edited to the current action's arguments where that changes it, and a small gradient-boosted model predicts,
 from cues about the candidate and the episode, how close each is to the real next observation
 (token F1 plus exact match). The strongest cue is agreement: an observation that other
 candidates repeat is usually the right one (self-consistency over retrieved neighbours).
@@ -28,10 +29,13 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from agentworld.scoring.metrics import bag_f1, exact_match, token_bag, token_f1
 
 #: Where a candidate comes from; the scorer learns how far each kind can be trusted.
-KINDS = ("earlier", "retrieved", "previous")
+#: "adapted": a retrieved or previous observation edited to the current action's arguments
+#: (agentworld/data/adapting.py).
+KINDS = ("earlier", "retrieved", "previous", "adapted")
 FEATURES = ("kind", "rank", "similarity", "same_action", "turns_ago", "previous_action_f1",
             "previous_observation_f1", "log_chars", "empty", "history_share", "action_share",
-            "agreement_mean", "agreement_max", "domain", "turn", "has_earlier", "candidates", "f1_with_previous")
+            "agreement_mean", "agreement_max", "domain", "turn", "has_earlier", "candidates", "f1_with_previous",
+            "substitutions")
 _TOKEN = re.compile(r"\S+")
 
 
@@ -47,6 +51,7 @@ class Candidate:
     turns_ago: int = 0        # for the episode's own turns
     previous_action: str = ""          # the turn before it, for retrieved transitions
     previous_observation: str = ""
+    substitutions: int = 0    # for an adapted candidate: how many arguments were replaced
 
 
 @dataclass(frozen=True)
@@ -87,12 +92,13 @@ def features(turn: Turn, candidates: Sequence[Candidate], domains: Sequence[str]
         agreement = np.delete(pairs[i], i)
         rows.append([
             KINDS.index(c.kind), c.rank, c.similarity, float(c.action == turn.action), c.turns_ago,
-            token_f1(c.previous_action, previous[0]) if c.kind == "retrieved" else 1.0,
-            token_f1(c.previous_observation, previous[1]) if c.kind == "retrieved" else 1.0,
+            token_f1(c.previous_action, previous[0]) if c.rank else 1.0,  # rank 0: the episode's own
+            token_f1(c.previous_observation, previous[1]) if c.rank else 1.0,
             math.log1p(len(c.observation)), float(not c.observation.strip()),
             len(words & context) / max(1, len(words)), len(words & action) / max(1, len(action)),
             float(agreement.mean()) if agreement.size else 0.0, float(agreement.max()) if agreement.size else 0.0,
             domain, len(turn.history), float(has_earlier), len(candidates), token_f1(c.observation, previous[1]),
+            c.substitutions,
         ])
     return np.asarray(rows, dtype=float).reshape(len(candidates), len(FEATURES))
 

@@ -13,8 +13,9 @@ registry version's run), so every backend that loads the model shows it the same
 
 With a candidate scorer (agentworld/data/reranker.py, fitted on the training split by the
 build stage and saved in the memory file's header), the block shows the scorer's best
-`k` of a wider pool: the `pool` best TF-IDF neighbours and the episode's own earlier answer to
-the same action and previous observation. `lookup`, what the retrieval baseline uses, stays the
+`k` of a wider pool: the `pool` best TF-IDF neighbours, the episode's own earlier answer to
+the same action and previous observation, and those edited to the current action's arguments
+(agentworld/data/adapting.py). `lookup`, what the retrieval baseline uses, stays the
 plain TF-IDF nearest neighbour.
 """
 
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from agentworld.data.adapting import adapt
 from agentworld.data.prompts import WorldModelExample
 from agentworld.data.reranker import Candidate, CandidateScorer, Turn
 
@@ -37,6 +39,9 @@ MEMORY_ARTIFACT = "memory"
 MEMORY_HEADER = "Similar real transition:"
 #: The header of a candidate from the episode being predicted (its earlier or previous turn).
 OWN_HEADER = "Earlier in this episode:"
+#: The header of a candidate edited to the current action's arguments (agentworld/data/adapting.py).
+ADAPTED_HEADER = "Similar real transition, adapted to this action:"
+HEADERS = {"retrieved": MEMORY_HEADER, "earlier": OWN_HEADER, "previous": OWN_HEADER, "adapted": ADAPTED_HEADER}
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,8 @@ class RetrievalMemory:
 
     def candidates(self, example: WorldModelExample, exclude_episode: str | None = None) -> list[Candidate]:
         """What the scorer ranks for `example`: the episode's own answer to the same action
-        earlier and its previous observation, then the `pool` nearest training transitions."""
+        earlier and its previous observation, then the `pool` nearest training transitions,
+        then those of them answering another action edited to this action's arguments."""
         previous = example.history[-1] if example.history else None
         own = []
         if (earlier := example.earlier()) is not None:
@@ -134,9 +140,13 @@ class RetrievalMemory:
         if previous is not None:
             own.append(Candidate("previous", previous[0], previous[1], turns_ago=1))
         found = self._nearest(example.domain, example.action, previous, exclude_episode, self.pool)
-        return own + [Candidate("retrieved", e.action, e.observation, rank=rank, similarity=score,
-                                previous_action=e.previous_action, previous_observation=e.previous_observation)
-                      for rank, (e, score) in enumerate(found, start=1)]
+        unedited = own + [Candidate("retrieved", e.action, e.observation, rank=rank, similarity=score,
+                                    previous_action=e.previous_action, previous_observation=e.previous_observation)
+                          for rank, (e, score) in enumerate(found, start=1)]
+        adapted = [replace(c, kind="adapted", action=example.action, observation=edit[0], substitutions=edit[1])
+                   for c in unedited if c.kind != "earlier" and c.action != example.action
+                   and (edit := adapt(c.observation, c.action, example.action)) is not None]
+        return unedited + adapted
 
     def shown(self, examples: Sequence[WorldModelExample], exclude_own_episode: bool = False
               ) -> list[list[Candidate]]:
@@ -171,9 +181,9 @@ class RetrievalMemory:
     def render(self, shown: Sequence[Candidate], action: str | None = None) -> str:
         """The memory block a user turn carries after its action; a candidate of the same
         action says so in its header, a cue a small model cannot easily compute itself, and one
-        from this episode says where it comes from."""
-        return "\n".join(f"{MEMORY_HEADER if c.kind == 'retrieved' else OWN_HEADER}"
-                         f"{SAME_ACTION_NOTE if c.action == action else ''}\n>>> {c.action}\n"
+        from this episode or edited to this action says so."""
+        return "\n".join(f"{HEADERS[c.kind]}"
+                         f"{SAME_ACTION_NOTE if c.action == action and c.kind != 'adapted' else ''}\n>>> {c.action}\n"
                          f"{c.observation[: self.max_chars]}" for c in shown)
 
     def annotate(self, examples: Sequence[WorldModelExample], exclude_own_episode: bool = False
