@@ -230,6 +230,9 @@ class RlParams(TrainParams):
     beta: float = Field(0.0, ge=0)
     prompts: int = Field(256, ge=1)
     eval_examples: int = Field(32, ge=1)
+    #: Keep the SFT weights when GRPO lowers held-out token F1 + exact match on the same
+    #: `eval_examples` turns (best-checkpoint selection with the starting point as a candidate).
+    keep_parent_if_worse: bool = True
     reward_weights: RewardWeights = Field(default_factory=RewardWeights)
     #: local: the deterministic LocalJudge; openai: any OpenAI-compatible endpoint (judge_base_url, judge_model).
     judge: Literal["local", "openai", "none"] = "local"

@@ -127,6 +127,11 @@ def render_summary(summary: dict[str, Any]) -> str:
         held_out = ", ".join(f"{k} {v:.3f}" for k, v in (t.get("eval_metrics") or {}).items() if k in ("eval_loss", "eval_token_f1", "eval_reward"))
         lines.append(f"{stage:4s} model registered : {t.get('registered_model')} version {t.get('registered_version')} "
                      f"({t['model_parameters']:,} parameters, {t['global_step']} steps, {t['wall_s']} s; held-out {held_out})")
+        metrics = t.get("eval_metrics") or {}
+        if metrics.get("rl_kept_parent"):
+            lines.append(f"     GRPO lowered held-out token F1 / exact match from {metrics['parent_eval_token_f1']:.3f} / "
+                         f"{metrics['parent_eval_exact_match']:.3f} to {metrics['grpo_eval_token_f1']:.3f} / "
+                         f"{metrics['grpo_eval_exact_match']:.3f}: this version keeps the SFT weights")
     if evaluate:
         systems = [s for s in SYSTEMS if s in evaluate]
         lines.append(f"held-out examples     : {evaluate['examples']} (judge {evaluate.get('primary_judge', 'local')}, "

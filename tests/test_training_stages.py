@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+import torch
 from mlflow import MlflowClient
 
 import stages.build
@@ -26,9 +27,10 @@ from agentworld.data.corpora import build_corpora
 from agentworld.data.io import write_jsonl
 from agentworld.data.retrieval import MEMORY_FILE
 from agentworld.models.backends import resolve_registry_model
-from agentworld.models.factory import ModelLoadError
+from agentworld.models.factory import ModelLoadError, load_local
 from agentworld.training.cpt import mix_documents, trajectory_streams, transition_stream
 from agentworld.training.gates import GateFailed, check_gate, enforce_gate
+from agentworld.training.rl import ParentSnapshot
 from agentworld.training.sft import to_conversations, without_reasoning
 from stages.paths import StagePaths
 from tests.conftest import PROJECT
@@ -80,6 +82,11 @@ def test_stages_chain_and_register_three_versions_with_lineage(workspace, params
     assert 0.0 <= rl["eval_metrics"]["eval_exact_match"] <= 1.0
     for component in ("exact_match", "structure", "format", "facts", "rubric"):
         assert f"eval_reward_{component}" in rl["eval_metrics"]
+    # GRPO's model is kept only if not worse than SFT's on the same held-out turns; else SFT's weights.
+    from safetensors.torch import load_file
+    sft_weights, rl_weights = (load_file(workspace.stage_model(s) / "model.safetensors") for s in ("sft", "rl"))
+    same = all(torch.equal(v, rl_weights[k]) for k, v in sft_weights.items())
+    assert same == (rl["eval_metrics"]["rl_kept_parent"] == 1.0), rl["eval_metrics"]
     run = client.get_run(rl["run_id"])
     logged = set(run.data.metrics)
     for component in ("exact_match", "structure", "format", "facts", "rubric"):  # every component, separately
@@ -237,3 +244,27 @@ def test_checkpoints_resume_only_unfinished_runs_of_the_same_inputs(tmp_path):
     (ckpt / "checkpoint-10").mkdir()
     assert prepare_checkpoints(ckpt, {"data": "b"}, max_steps=10) is None  # finished: start fresh
     assert not (ckpt / "checkpoint-10").exists()
+
+
+def test_rl_keeps_the_sft_weights_when_grpo_scores_worse_on_the_held_out_turns(workspace, params):
+    """The snapshot taken before GRPO: a worse RL model gets the SFT weights back (bit for bit),
+    a model that is not worse keeps its own; the report carries both scores and the decision."""
+    stages.cpt.run(params, workspace.root)
+    model, _ = load_local(workspace.stage_model("cpt"))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    snapshot = ParentSnapshot({k: v.clone() for k, v in before.items()},
+                              {"eval_token_f1": 0.5, "eval_exact_match": 0.25, "eval_reward": 0.4})
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # what a diverged GRPO leaves
+    worse = snapshot.keep_better(model, {"eval_token_f1": 0.6, "eval_exact_match": 0.0, "eval_reward": 0.9})
+    assert worse["rl_kept_parent"] == 1.0 and worse["eval_token_f1"] == 0.5 and worse["eval_reward"] == 0.4
+    assert worse["grpo_eval_token_f1"] == 0.6 and worse["parent_eval_exact_match"] == 0.25
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    better = snapshot.keep_better(model, {"eval_token_f1": 0.5, "eval_exact_match": 0.3, "eval_reward": 0.1})
+    assert better["rl_kept_parent"] == 0.0 and better["eval_exact_match"] == 0.3
+    assert not any(torch.equal(v, before[k]) for k, v in model.state_dict().items() if v.is_floating_point())

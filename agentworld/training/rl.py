@@ -7,7 +7,8 @@ reward function per component with the weights of `rl.reward_weights`, so every 
 logged separately (`rewards/reward_<component>/mean`). Rollouts come from `model.generate` on
 this CPU and from vLLM on GPU clusters (`rl.use_vllm`). The stage's gate reads the held-out
 token F1 of greedy predictions against the real observations, a metric the reward does not
-contain; the mean held-out reward is reported next to it.
+contain; the mean held-out reward is reported next to it. With `rl.keep_parent_if_worse` the
+SFT weights are kept when GRPO makes held-out token F1 + exact match worse (`ParentSnapshot`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -109,6 +111,44 @@ def held_out_reward(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     return metrics
 
 
+def closeness(metrics: dict[str, float]) -> float:
+    """What RL is kept on: held-out token F1 plus exact match (as the candidate scorer predicts)."""
+    return metrics.get("eval_token_f1", 0.0) + metrics.get("eval_exact_match", 0.0)
+
+
+@dataclass
+class ParentSnapshot:
+    """The starting (SFT) model's weights and held-out scores, taken before GRPO.
+
+    GRPO on a small model can drift in ways its reward barely sees (on the demo a model began
+    `**Environment Observation:**[` instead of a new line before a copy op: one stray character,
+    every exact match lost). Scored on the same held-out turns, the RL model is kept only if it
+    is not worse than where it started; otherwise the SFT weights are put back and the report
+    says so (`rl_kept_parent`). The comparison uses the turns the gate reads, a fixed sample of
+    the held-out split, so it is a choice between two models, not a fit to those turns."""
+
+    state: dict[str, torch.Tensor]
+    metrics: dict[str, float]
+
+    @classmethod
+    def take(cls, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, examples: Sequence[WorldModelExample],
+             reward: HybridReward, params: RlParams, max_seq_len: int) -> ParentSnapshot:
+        metrics = held_out_reward(model, tokenizer, examples, reward, params, max_seq_len)
+        return cls({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}, metrics)
+
+    def keep_better(self, model: PreTrainedModel, rl_metrics: dict[str, float]) -> dict[str, float]:
+        """The metrics of the model kept (in `model`), with the parent's and the decision."""
+        worse = closeness(rl_metrics) < closeness(self.metrics)
+        if worse:
+            model.load_state_dict(self.state)
+            log.warning("rl: GRPO lowered held-out token F1 + exact match from %.3f to %.3f; keeping the SFT weights",
+                        closeness(self.metrics), closeness(rl_metrics))
+        kept = self.metrics if worse else rl_metrics
+        return {**kept, **{f"grpo_{k}": v for k, v in rl_metrics.items() if k in ("eval_token_f1", "eval_exact_match")},
+                **{f"parent_{k}": v for k, v in self.metrics.items() if k in ("eval_token_f1", "eval_exact_match")},
+                "rl_kept_parent": float(worse)}
+
+
 def train_rl(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -136,8 +176,12 @@ def train_rl(
     )
     if resume_from:
         log.info("resuming RL from %s", resume_from)
+    parent = ParentSnapshot.take(model, tokenizer, eval_examples, reward, params, model_params.max_seq_len) \
+        if params.keep_parent_if_worse and eval_examples and not resume_from else None
     result = trainer.train(resume_from_checkpoint=resume_from)
     eval_metrics = held_out_reward(trainer.model, tokenizer, eval_examples, reward, params, model_params.max_seq_len) \
         if eval_examples else {}
+    if parent is not None:
+        eval_metrics = parent.keep_better(trainer.model, eval_metrics)
     rewards = [(int(e["step"]), float(e["reward"])) for e in trainer.state.log_history if "reward" in e and "step" in e]
     return TrainResult.from_trainer(trainer, result, resume_from, eval_metrics, rewards or None)
