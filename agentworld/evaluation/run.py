@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from agentworld.data.awbench import BenchRecord, final_records, write_bench
 from agentworld.data.io import claim_directory, write_jsonl
 from agentworld.data.prompts import WorldModelExample, assistant_turn
 from agentworld.data.retrieval import RetrievalMemory, episode_of
+from agentworld.data.sampling import balanced_sample
 from agentworld.evaluation import report
 from agentworld.evaluation.baselines import LeaveEpisodeOutRetrieval, RetrievalBaseline, copy_previous, episode_first
 from agentworld.evaluation.infer import Generate, infer
@@ -92,32 +92,10 @@ def prepare_out_dir(out_dir: Path, fingerprint: dict[str, Any]) -> None:
     claim_directory(out_dir, fingerprint)
 
 
-def domain_quotas(sizes: dict[str, int], limit: int) -> dict[str, int]:
-    """Records per domain for a sample of `limit`: equal shares, a small domain's unused share
-    going to the others, so every domain gets as many records as it can up to its fair share."""
-    quota, left = dict.fromkeys(sizes, 0), limit
-    while left > 0:
-        open_ = [d for d in sorted(sizes) if quota[d] < sizes[d]]
-        if not open_:
-            break
-        share = max(1, left // len(open_))
-        for domain in open_:
-            add = min(share, sizes[domain] - quota[domain], left)
-            quota[domain], left = quota[domain] + add, left - add
-    return quota
-
-
 def sample_records(records: Sequence[BenchRecord], limit: int | None, seed: int) -> list[BenchRecord]:
     """A fixed seeded subset in id order, so every model is scored on the same records; balanced
     over domains, so that a per-domain comparison has as many records as the split allows."""
-    if limit is None or len(records) <= limit:
-        return sorted(records, key=lambda r: r.key)
-    by_domain: dict[str, list[BenchRecord]] = {}
-    for record in sorted(records, key=lambda r: r.key):
-        by_domain.setdefault(record.domain, []).append(record)
-    rng = random.Random(seed)
-    quota = domain_quotas({d: len(rs) for d, rs in by_domain.items()}, limit)
-    return sorted((r for d in sorted(by_domain) for r in rng.sample(by_domain[d], quota[d])), key=lambda r: r.key)
+    return balanced_sample(records, limit, seed, domain=lambda r: r.domain, key=lambda r: r.key)
 
 
 def records_md5(records: Sequence[BenchRecord]) -> str:

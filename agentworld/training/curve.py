@@ -10,7 +10,6 @@ so far, its own measuring time left out: the curve answers "what would more trai
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
 from agentworld.data.prompts import WorldModelExample, parse_observation
+from agentworld.data.sampling import balanced_sample
 from agentworld.scoring.metrics import exact_match, token_f1
 
 CURVE_COLUMNS = ["step", "train_s", "token_f1", "exact_match"]
@@ -35,8 +35,9 @@ class CurvePoint:
 
 
 def held_out_sample(examples: Sequence[WorldModelExample], size: int, seed: int) -> list[WorldModelExample]:
-    """A fixed sample, the same at every point of the curve."""
-    return sorted(random.Random(seed).sample(list(examples), min(size, len(examples))), key=lambda e: e.id)
+    """A fixed sample, the same at every point of the curve and for every model compared on it,
+    balanced over domains as the evaluation's records are."""
+    return balanced_sample(examples, size, seed, domain=lambda e: e.domain, key=lambda e: e.id)
 
 
 def held_out_scores(generations: Sequence[str], examples: Sequence[WorldModelExample]) -> tuple[float, float]:

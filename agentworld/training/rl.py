@@ -125,7 +125,9 @@ class ParentSnapshot:
     every exact match lost). Scored on the same held-out turns, the RL model is kept only if it
     is not worse than where it started; otherwise the SFT weights are put back and the report
     says so (`rl_kept_parent`). The comparison uses the turns the gate reads, a fixed sample of
-    the held-out split, so it is a choice between two models, not a fit to those turns."""
+    the held-out split balanced over domains as the evaluation is (on the demo, GRPO gained on
+    terminal, a third of the split, and lost every exact match on web), so it is a choice
+    between two models, not a fit to those turns."""
 
     state: dict[str, torch.Tensor]
     metrics: dict[str, float]
