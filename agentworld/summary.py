@@ -124,10 +124,10 @@ def render_summary(summary: dict[str, Any]) -> str:
         lines.append(f"rows validated        : {validate['clean']} clean, {validate['rejected']} quarantined "
                      f"({validate['rejected_share']:.1%})")
     for stage, t in train.items():
-        held_out = ", ".join(f"{k} {v:.3f}" for k, v in (t.get("eval_metrics") or {}).items() if k in ("eval_loss", "eval_token_f1", "eval_reward"))
+        metrics = t.get("eval_metrics") or {}
+        held_out = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items() if k in ("eval_loss", "eval_token_f1", "eval_reward"))
         lines.append(f"{stage:4s} model registered : {t.get('registered_model')} version {t.get('registered_version')} "
                      f"({t['model_parameters']:,} parameters, {t['global_step']} steps, {t['wall_s']} s; held-out {held_out})")
-        metrics = t.get("eval_metrics") or {}
         if metrics.get("rl_kept_parent"):
             lines.append(f"     GRPO lowered held-out token F1 / exact match from {metrics['parent_eval_token_f1']:.3f} / "
                          f"{metrics['parent_eval_exact_match']:.3f} to {metrics['grpo_eval_token_f1']:.3f} / "
