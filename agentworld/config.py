@@ -371,9 +371,11 @@ class AgentRlParams(TrainParams):
     tasks_per_step: int = Field(2, ge=1, le=1024)
     temperature: float = Field(1.0, gt=0, le=4)
     beta: float = Field(0.0, ge=0)
-    #: Success inside the simulator: `reference` (the task's reference solution was executed) or
-    #: `world_model` (the world model simulates the task's checker after the episode).
-    sim_success: Literal["reference", "world_model"] = "reference"
+    #: Success inside the simulator: `reference` (the task's reference solution was executed),
+    #: `world_model` (the world model simulates the task's checker after each step) or
+    #: `observation` (the predicted observation announces success as the real one would: the
+    #: domain's `success_marker`, e.g. TextWorld's closing banner after a full score).
+    sim_success: Literal["reference", "world_model", "observation"] = "reference"
 
 
 class AgentParams(_Section):
@@ -414,6 +416,9 @@ class AgentParams(_Section):
         if wrong:
             raise ValueError(f"agent.templates {wrong} do not belong to agent.domain {self.domain}: give "
                              f"{self.domain} templates such as {', '.join(declared.agent_templates or sorted(known))}")
+        if self.rl.sim_success == "observation" and declared.success_marker is None:
+            raise ValueError(f"agent.rl.sim_success: observation needs a domain whose real observations announce "
+                             f"success; {self.domain} has no success_marker, use reference or world_model")
         return self
 
 

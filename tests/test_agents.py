@@ -16,6 +16,7 @@ from agentworld.agents.policy import LMAgent
 from agentworld.agents.rl import WallClockBudget, seed_of, task_dataset, train_rl
 from agentworld.data.collect import _play_episode
 from agentworld.data.io import write_jsonl
+from agentworld.data.prompts import OBSERVATION_MARKER
 from agentworld.domains import make_env
 from agentworld.models.backends import TransformersBackend
 from agentworld.models.factory import build_model, load_local
@@ -50,7 +51,7 @@ class StubWorldModel:
 
     def generate(self, examples, temperature=0.0):
         self.calls += 1
-        return [f"<observation>\n{self.observation}" for _ in examples]
+        return [f"{OBSERVATION_MARKER}\n{self.observation}" for _ in examples]
 
 
 def agent(model_dir: Path, temperature: float = 0.0) -> LMAgent:
@@ -317,3 +318,50 @@ def test_agent_templates_must_belong_to_the_agent_domain():
     # the domain declares its templates: a misspelt one is refused with the declared defaults as the hint
     with pytest.raises(ValidationError, match=r"\['rename_fil'\] do not belong .*such as rename_file, count_lines"):
         AgentParams(domain="terminal", templates=["rename_fil"])
+
+
+def test_the_observation_verifier_reads_a_won_game_from_the_observation_as_the_real_game_prints_it():
+    """TextWorld's success marker matches the real observation of the winning step and no other
+    (walkthroughs of generated games, wrong and refused commands on the way); inside the simulator
+    the predicted observation decides, and a command that carries the marker text wins nothing."""
+    from agentworld.agents.episodes import task_options
+    from agentworld.config import AgentParams
+    from agentworld.simulation.verifiers import ObservationVerifier
+
+    real = make_env("textworld")
+    verdicts, won = [], []
+    try:
+        for seed in (7, 8, 11):
+            real.reset(seed=seed, options=task_options(["tw-coin_collector", "tw-treasure_hunter"], seed))
+            for action in ["look", "take the moon", "inventory", *real.task.solution]:
+                observation, _, terminated, _, info = real.step(action)
+                verdicts.append(ObservationVerifier.solved("textworld", action, observation))
+                won.append(bool(info["won"]))
+                if terminated:
+                    break
+    finally:
+        real.close()
+    assert verdicts == won and sum(won) == 3  # every walkthrough wins, at its last step only
+
+    banner = "You pick up the coin from the ground.\n\n*** The End ***\n\nYou scored 1 out of a possible 1, in 4 turns."
+    tasks = RealTaskSource("textworld")
+    stub = StubWorldModel("You can't see any such thing.")
+    sim = WorldModelEnv("textworld", stub, tasks, verifier=make_verifier("observation"))
+    try:
+        sim.reset(seed=7, options=task_options(TW_TEMPLATES, 7))
+        assert sim.step("take coin")[1:3] == (0.0, False)  # the predicted game did not end: not solved
+        stub.observation = "*** The End ***\n\nYou scored 0 out of a possible 1, in 2 turns."
+        assert sim.step("eat coin")[1:3] == (0.0, False)  # the game ended without the full score: lost
+        stub.observation = banner
+        assert sim.step(f"say {banner}")[1:3] == (0.0, False)  # the marker in the command itself wins nothing
+        _, reward, terminated, _, info = sim.step("take coin")
+        assert (reward, terminated, info["solved"]) == (1.0, True, True)
+        terminal = WorldModelEnv("terminal", stub, RealTaskSource("terminal"), verifier=make_verifier("observation"))
+        terminal.reset(seed=3, options={"template": "rename_file"})
+        with pytest.raises(ValueError, match="terminal has no success_marker"):
+            terminal.step("ls")
+        terminal.close()
+    finally:
+        tasks.close()
+    with pytest.raises(ValueError, match="sim_success: observation needs .* terminal has no success_marker"):
+        AgentParams(domain="terminal", rl={"sim_success": "observation"})

@@ -138,6 +138,10 @@ class Domain:
     first_observation: Callable[[str], str] | None = None
     #: Actions that end an episode (as the real env treats them; the simulator does the same).
     end_actions: frozenset[str] = frozenset()
+    #: A regular expression that matches the real observation of the step that solves the task
+    #: and no other (TextWorld: the game's closing lines after a full score); the simulator's
+    #: `observation` verifier looks for it in the world model's predicted observation.
+    success_marker: str | None = None
     #: The registered step limit (`gymnasium.make` wraps the env in `TimeLimit`); the pipeline's
     #: own limits (`collect.max_steps`, `agent.max_steps`, ...) override it.
     max_episode_steps: int = 50

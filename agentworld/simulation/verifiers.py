@@ -11,6 +11,11 @@ real env's checker is (the env does not know its step limit: that is Gymnasium's
 - `WorldModelVerifier`: the world model simulates the task's checker (`<check> && echo PASS ||
   echo FAIL`, given the whole simulated history) and success is PASS. As good as the world
   model; it costs one more generation per step of a task that has a checker.
+- `ObservationVerifier`: solved when the world model's predicted observation carries what the
+  real environment prints at the step that solves the task (the domain's `success_marker`, e.g.
+  TextWorld's closing banner after a full score). For domains whose real answer announces
+  success, with no extra generation; the predicted state decides, not the agent's command (a
+  command that itself contains the marker solves nothing, so an agent cannot have it echoed).
 
 Without a verifier a WorldModelEnv rewards 0 and only the end action or the step limit end an
 episode (synthetic data collection needs no verdict).
@@ -18,10 +23,12 @@ episode (synthetic data collection needs no verdict).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from agentworld.data.prompts import parse_observation
+from agentworld.domains import get_domain
 
 if TYPE_CHECKING:
     from agentworld.simulation.env import WorldModelEnv
@@ -67,10 +74,34 @@ class WorldModelVerifier:
         return verdict
 
 
+class ObservationVerifier:
+    name = "observation"
+
+    def verdicts(self, envs: Sequence[WorldModelEnv]) -> list[bool]:
+        return [self.solved(env.domain, *env.history[-1]) if env.history else False for env in envs]
+
+    @staticmethod
+    def solved(domain: str, action: str, observation: str) -> bool:
+        marker = success_marker(domain)
+        return bool(re.search(marker, observation)) and not re.search(marker, action)
+
+
+def success_marker(domain: str) -> str:
+    """The domain's `success_marker`, or a clear error naming the setting to change."""
+    marker = get_domain(domain).success_marker
+    if marker is None:
+        raise ValueError(f"the observation verifier (agent.rl.sim_success, a suite's simulator.verifier) needs a "
+                         f"domain whose real observations announce success; {domain} has no success_marker, "
+                         f"use reference or world_model")
+    return marker
+
+
 def make_verifier(name: str) -> Verifier:
     """The verifier named by `agent.rl.sim_success`."""
     if name == "reference":
         return ReferenceVerifier()
     if name == "world_model":
         return WorldModelVerifier()
-    raise ValueError(f"agent.rl.sim_success: {name!r} is not one of reference, world_model")
+    if name == "observation":
+        return ObservationVerifier()
+    raise ValueError(f"agent.rl.sim_success: {name!r} is not one of reference, world_model, observation")

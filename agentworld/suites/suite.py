@@ -56,7 +56,7 @@ class SimulatorSpec(_Strict):
     base_url: str | None = None
     model_name: str | None = None
     #: How a simulated episode is judged solved (`agent.rl.sim_success`'s choices).
-    verifier: Literal["reference", "world_model"] = "reference"
+    verifier: Literal["reference", "world_model", "observation"] = "reference"
     max_new_tokens: int = Field(128, ge=1, le=4096)
 
     @model_validator(mode="after")

@@ -10,6 +10,10 @@ from agentworld.domains.textworld.rationale import describe_textworld
 
 #: Actions that end an episode (the agents’ done action).
 END_ACTIONS = frozenset({"submit"})
+#: What the game prints when it is won, and only then: its closing banner and a full score
+#: ("*** The End ***" ... "You scored 3 out of a possible 3, in 11 turns."). A lost game prints
+#: "*** You lost! ***" and a lower score.
+SUCCESS_MARKER = r"\*\*\* The End \*\*\*\s+You scored (\d+) out of a possible \1\b"
 #: The game types `tw-make` generates here (a task's "template" is its game type).
 GAME_TYPES: tuple[str, ...] = ("tw-simple", "tw-coin_collector", "tw-treasure_hunter", "tw-cooking")
 WORLD_MODEL_PROMPT = (
@@ -38,6 +42,7 @@ DOMAIN = Domain(
         "flavour text need only be plausible."
     ),
     end_actions=END_ACTIONS,
+    success_marker=SUCCESS_MARKER,
     agent_prompt=(
         "You play the text adventure in the first message until you win it. Reply with exactly one "
         "game command per turn (go north, take ..., open ...). Reply submit when the game is won."
