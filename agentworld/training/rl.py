@@ -178,8 +178,9 @@ def train_rl(
     )
     if resume_from:
         log.info("resuming RL from %s", resume_from)
+    # `model` is the SFT parent also when GRPO resumes from a checkpoint (the trainer loads it).
     parent = ParentSnapshot.take(model, tokenizer, eval_examples, reward, params, model_params.max_seq_len) \
-        if params.keep_parent_if_worse and eval_examples and not resume_from else None
+        if params.keep_parent_if_worse and eval_examples else None
     result = trainer.train(resume_from_checkpoint=resume_from)
     eval_metrics = held_out_reward(trainer.model, tokenizer, eval_examples, reward, params, model_params.max_seq_len) \
         if eval_examples else {}
