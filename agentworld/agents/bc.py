@@ -25,7 +25,8 @@ from agentworld.agents.success import solved
 from agentworld.config import AgentParams, DistributedParams
 from agentworld.data.episodes import BehaviourPolicies
 from agentworld.data.io import read_transitions
-from agentworld.data.schema import group_trajectories
+from agentworld.data.schema import Transition, group_trajectories
+from agentworld.data.schema import first_observation as recorded_first_observation
 from agentworld.domains import get_domain, make_env, make_policy
 from agentworld.envs.engine import run_episodes
 from agentworld.envs.vector import TextVectorEnv
@@ -42,11 +43,15 @@ class Demo:
     actions: tuple[str, ...]
 
 
-def first_observation(domain: str, instruction: str) -> str | None:
-    """What the real environment's reset shows, rebuilt from a recorded row (rows keep only the
-    instruction); None where the domain cannot rebuild it (`Domain.first_observation`)."""
-    rebuild = get_domain(domain).first_observation
-    return rebuild(instruction) if rebuild is not None else None
+def first_observation(rows: Sequence[Transition]) -> str | None:
+    """What the real environment's reset showed: kept on the episode's first row, else rebuilt
+    from the instruction where the domain can (`Domain.first_observation`; older rows kept only
+    the instruction); None otherwise."""
+    kept = recorded_first_observation(list(rows))
+    if kept is not None:
+        return kept
+    rebuild = get_domain(rows[0].domain).first_observation
+    return rebuild(rows[0].instruction) if rebuild is not None else None
 
 
 def recorded_demos(path: Path, templates: Sequence[str]) -> list[Demo]:
@@ -54,7 +59,7 @@ def recorded_demos(path: Path, templates: Sequence[str]) -> list[Demo]:
     domain whose first observation the rows cannot give back: scripted demos only there)."""
     demos = []
     for trajectory_id, rows in sorted(group_trajectories(read_transitions(path)).items()):
-        first = first_observation(rows[0].domain, rows[0].instruction)
+        first = first_observation(rows)
         solved_at = next((k for k, row in enumerate(rows) if solved(row.reward, row.info)), None)
         template = rows[0].info.get("template") or rows[0].info.get("game_type")
         if first is None or solved_at is None or (templates and template not in templates):

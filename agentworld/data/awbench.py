@@ -21,10 +21,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentworld.data.prompts import OBSERVATION_MARKER, WorldModelExample
+from agentworld.data.prompts import OBSERVATION_MARKER, WorldModelExample, task_of
 
 FILE_SUFFIX = "_test.jsonl"
-TASK_MARKER = "The agent's task: "
 
 
 class BenchFormatError(ValueError):
@@ -125,7 +124,7 @@ class BenchRecord(BaseModel):
 
     @property
     def instruction(self) -> str:
-        return self.system_str.split(TASK_MARKER, 1)[1] if TASK_MARKER in self.system_str else ""
+        return task_of(self.system_str)
 
     def to_example(self) -> WorldModelExample:
         """The world-model example of the current turn: the official inference's messages."""

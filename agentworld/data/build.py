@@ -18,7 +18,7 @@ from agentworld.data.copying import best_copy
 from agentworld.data.io import read_jsonl, write_jsonl
 from agentworld.data.prompts import WorldModelExample, system_prompt
 from agentworld.data.retrieval import RetrievalMemory
-from agentworld.data.schema import Transition, group_trajectories
+from agentworld.data.schema import Transition, first_observation, group_trajectories
 from agentworld.envs.rationale import episode_rationales
 
 
@@ -74,6 +74,7 @@ def episode_examples(turns: list[Transition], params: BuildParams) -> list[World
     adapters' grounded rationale of the step (used by SFT when `sft.reasoning` is on)."""
     cap = params.max_observation_chars
     rationales = episode_rationales(turns)
+    system = system_prompt(turns[0].domain, turns[0].instruction, first_observation(turns))
     examples = []
     for i, row in enumerate(turns):
         earlier = turns[max(0, i - params.history_turns): i] if params.history_turns else []
@@ -81,7 +82,7 @@ def episode_examples(turns: list[Transition], params: BuildParams) -> list[World
             WorldModelExample(
                 id=row.id,
                 domain=row.domain,
-                system=system_prompt(row.domain, row.instruction),
+                system=system,
                 history=[(t.action, t.observation[:cap]) for t in earlier],
                 action=row.action,
                 observation=row.observation[:cap],
@@ -95,7 +96,7 @@ def agentworldbench_records(turns: list[Transition], params: BuildParams) -> Ite
     """The public AgentWorldBench layout: one record per turn of a held-out episode, each holding
     the whole episode, its turn 1-indexed, our transition id kept as `transition_id`."""
     cap = params.max_observation_chars
-    system = system_prompt(turns[0].domain, turns[0].instruction)
+    system = system_prompt(turns[0].domain, turns[0].instruction, first_observation(turns))
     actions = [t.action for t in turns]
     observations = [t.observation[:cap] for t in turns]
     for i, row in enumerate(turns):

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agentworld.config import PolicyMix
-from agentworld.data.schema import Transition, transition_id, utc_now
+from agentworld.data.schema import FIRST_OBSERVATION, Transition, transition_id, utc_now
 from agentworld.domains import make_policy
 from agentworld.envs.base import StepResult, Task, TextEnv
 from agentworld.envs.behaviour import POLICY_NAMES, Policy
@@ -90,6 +90,7 @@ def play_episodes(vector: TextVectorEnv, indices: Sequence[int], *, base_seed: i
     rngs = [random.Random(f"policy:{seed}") for seed in seeds]
     names = [choose_policy(policy_mix, rng) for rng in rngs]
     observations = vector.reset(seed=seeds)[0]
+    first_observations = list(observations)
     tasks = []
     for env in envs:
         if env.task is None:
@@ -102,5 +103,7 @@ def play_episodes(vector: TextVectorEnv, indices: Sequence[int], *, base_seed: i
         k = step.index
         info = {**{key: v for key, v in step.info.items() if key not in drop_info}, **(extra_info or {}),
                 "episode_index": indices[k]}
+        if step.turn == 0:
+            info[FIRST_OBSERVATION] = first_observations[k]
         yield transition(envs[k], tasks[k], trajectory_ids[k], step.turn, step.action, step.result, last=step.last,
                          policy=names[k], seed=seeds[k], info=info)

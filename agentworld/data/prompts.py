@@ -1,6 +1,7 @@
 """World-model prompts in the Qwen-AgentWorld chat layout.
 
-system: the domain's world-model prompt plus the episode's task;
+system: the domain's world-model prompt, the episode's task and what the environment showed at
+        the start (its reset observation, without the task it repeats);
 user: the agent's action (earlier turns carry the history); the current one is followed, when
       the model was trained with retrieval memory (agentworld/data/retrieval.py), by the most
       similar real transitions and a note when it repeats an earlier action of the episode;
@@ -9,6 +10,7 @@ assistant: optional `<think>...</think>`, then `**Environment Observation:**` an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentworld.data.copying import copy_sources
@@ -29,13 +31,57 @@ def repeat_note(turns_ago: int) -> str:
     return f"Same action as {turns_ago} turn{'s' if turns_ago > 1 else ''} ago."
 
 
-def system_prompt(domain: str, instruction: str) -> str:
+TASK_MARKER = "The agent's task: "
+#: Heads the episode's opening state in the system prompt.
+OPENING_MARKER = "The environment at the start:"
+#: Characters of the opening state kept in the system prompt. A constant, not a build setting:
+#: the simulator must write the very prompt the model was trained on.
+OPENING_MAX_CHARS = 480
+
+
+def opening_state(instruction: str, first_observation: str) -> str:
+    """What a reset showed beyond the task (a game's first room, a page, a tool list), capped.
+
+    Without it a world model continues a TextWorld game whose layout it has never seen and
+    invents rooms from training games."""
+    state = first_observation.strip()
+    if instruction.strip() and state.startswith(instruction.strip()):
+        state = state[len(instruction.strip()):].strip()
+    return state[:OPENING_MAX_CHARS]
+
+
+def system_prompt(domain: str, instruction: str, first_observation: str | None = None) -> str:
+    """The domain's world-model prompt, the task and, when known, the episode's opening state."""
     declared = find_domain(domain)
     base = declared.world_model_prompt if declared is not None else ""
     if not base:
         raise KeyError(f"no world-model system prompt for domain {domain!r}; declare world_model_prompt in "
                        f"agentworld/domains/{domain}/__init__.py")
-    return f"{base}\n\nThe agent's task: {instruction}"
+    state = opening_state(instruction, first_observation) if first_observation else ""
+    opening = f"\n\n{OPENING_MARKER}\n{state}" if state else ""
+    return f"{base}\n\n{TASK_MARKER}{instruction}{opening}"
+
+
+def task_of(system: str) -> str:
+    """The task a system prompt of ours states ("" for another layout)."""
+    if TASK_MARKER not in system:
+        return ""
+    return system.split(TASK_MARKER, 1)[1].split(f"\n\n{OPENING_MARKER}\n", 1)[0]
+
+
+def opening_of(system: str) -> str | None:
+    """The opening state a system prompt of ours carries, or None."""
+    marker = f"\n\n{OPENING_MARKER}\n"
+    return system.split(marker, 1)[1] if marker in system else None
+
+
+def previous_turn(history: Sequence[tuple[str, str]], system: str) -> tuple[str, str] | None:
+    """The turn before the current action: the last of the history or, on the first turn, the
+    opening state (no action led to it); None when neither is known."""
+    if history:
+        return history[-1]
+    opening = opening_of(system)
+    return ("", opening) if opening is not None else None
 
 
 def assistant_turn(observation: str, reasoning: str | None = None) -> str:
@@ -88,12 +134,15 @@ class WorldModelExample:
                 return back, observation
         return None
 
+    def previous(self) -> tuple[str, str] | None:
+        """(action, observation) of the turn before this one; on the first turn the opening state."""
+        return previous_turn(self.history, self.system)
+
     def copy_sources(self) -> dict[str, str]:
         """What this turn's copy ops stand for: the same action's earlier observation in this
-        episode, the retrieved observations and the previous one."""
-        earlier = self.earlier()
-        return copy_sources(self.history[-1][1] if self.history else None, self.retrieved,
-                            earlier[1] if earlier else None)
+        episode, the retrieved observations and the previous one (the opening state on turn 0)."""
+        earlier, previous = self.earlier(), self.previous()
+        return copy_sources(previous[1] if previous else None, self.retrieved, earlier[1] if earlier else None)
 
     def current_user_turn(self) -> str:
         """The current action's user message: with retrieval memory (a model of ours, not the

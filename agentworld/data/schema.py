@@ -19,6 +19,10 @@ REQUIRED_FIELDS = (
     "observation", "reward", "done", "source", "policy", "env_version", "seed", "timestamp",
 )
 
+#: The `info` key of an episode's first row (turn 0) holding what the environment's reset
+#: showed: the world model's system prompt carries it as the opening state.
+FIRST_OBSERVATION = "first_observation"
+
 
 class Transition(BaseModel):
     """(history, action, observation, reward, done) of one step; history = earlier turns."""
@@ -50,6 +54,14 @@ def utc_now() -> str:
 
 def transition_id(trajectory_id: str, turn: int) -> str:
     return f"{trajectory_id}:{turn:03d}"
+
+
+def first_observation(turns: list[Transition]) -> str | None:
+    """What the reset of an episode (its rows in turn order) showed, when its first row kept it."""
+    if not turns or turns[0].turn != 0:
+        return None
+    value = turns[0].info.get(FIRST_OBSERVATION)
+    return value if isinstance(value, str) else None
 
 
 def group_trajectories(rows: list[Transition]) -> dict[str, list[Transition]]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentworld.data.awbench import BenchRecord
-from agentworld.data.prompts import WorldModelExample
+from agentworld.data.prompts import WorldModelExample, opening_of
 from agentworld.envs.base import Task
 from agentworld.envs.engine import ReplayPolicy, run_episodes
 from agentworld.envs.vector import TextVectorEnv
@@ -35,14 +35,15 @@ class GenerateBackend:
 
 
 class RecordedStart:
-    """A simulated episode that starts where a recorded one did (its key as the task id; an
-    AgentWorldBench record holds no first observation, so it starts empty)."""
+    """A simulated episode that starts where a recorded one did (its key as the task id, the
+    opening state its system prompt carries as the first observation; empty in another layout)."""
 
     def __init__(self, episode: BenchRecord) -> None:
         self.task = Task(task_id=episode.key, domain=episode.domain, instruction=episode.instruction)
+        self.first_observation = opening_of(episode.system_str) or ""
 
     def start(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Task, str, dict[str, Any]]:
-        return self.task, "", {}
+        return self.task, self.first_observation, {}
 
 
 def rollout(generate: Generate, episodes: Sequence[BenchRecord], horizon: int, name: str = "system"

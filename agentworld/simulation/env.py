@@ -4,8 +4,9 @@ An agent written against `TextEnv` (`reset` -> observation, `step(action)` -> ob
 reward, terminated, truncated, info) runs unchanged against a real environment or this one.
 The episode's task and first observation come from a `TaskSource` (by default the real
 domain's own task generator, so simulated and real episodes start alike); every `step` asks
-the world model for the next observation given the task, the history and the action, with the
-run's `Control` instructions in the system prompt.
+the world model for the next observation given the task, the opening state (what the task
+source's reset showed), the history and the action, with the run's `Control` instructions in
+the system prompt.
 
 Reward and termination come from an injected `Verifier` (agentworld/simulation/verifiers.py),
 as a real environment's come from its checker: reward 1.0 and `terminated` at the step the
@@ -122,7 +123,7 @@ class WorldModelEnv(TextEnv):
         super().reset(seed=seed)
         self.task, observation, info = self.tasks.start(seed, options)
         self._system = (self.fixed_system if self.fixed_system is not None
-                        else system_prompt(self.domain, self.task.instruction)) + self.control.system_suffix()
+                        else system_prompt(self.domain, self.task.instruction, observation)) + self.control.system_suffix()
         self.history, self._done = [], False
         return observation, {**info, "simulated": True, "control": self.control.as_record()}
 

@@ -21,20 +21,20 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig, SFTTrainer
 
 from agentworld.config import CptParams, DistributedParams, ModelParams
-from agentworld.data.prompts import WorldModelExample
+from agentworld.data.prompts import WorldModelExample, opening_of, task_of
 from agentworld.training.common import TrainResult, set_threads, trainer_kwargs
 from agentworld.training.sft import episode_turns
 
 log = logging.getLogger(__name__)
 
-TASK_MARKER = "The agent's task: "
-
-
 def transition_stream(turns: Sequence[WorldModelExample]) -> str:
-    """One episode as a state-transition stream: domain, task, then `>>> action` / observation."""
+    """One episode as a state-transition stream: domain, task, the opening state when known,
+    then `>>> action` / observation."""
     first = turns[0]
-    task = first.system.split(TASK_MARKER, 1)[1] if TASK_MARKER in first.system else ""
-    lines = [f"Environment: {first.domain}", f"Task: {task}", ""]
+    opening = opening_of(first.system)
+    lines = [f"Environment: {first.domain}", f"Task: {task_of(first.system)}", ""]
+    if opening is not None:
+        lines += [opening, ""]
     for example in turns:
         lines += [f">>> {example.action}", example.observation, ""]
     return "\n".join(lines).rstrip("\n") + "\n"
