@@ -33,7 +33,8 @@ def test_best_copy_prefers_exact_then_f1_and_leaves_the_rest_literal():
     assert best_copy("a b c d e", sources, 1.0) is None                 # lossless: no exact source, literal
     assert best_copy("a b c d e", sources, 0.8) == copy_memory(2)       # F1 0.89 reaches 0.8
     assert best_copy("q r s", sources, 0.1) is None                     # nothing shares a token
-    assert best_copy("", sources, 0.1) is None                          # an empty answer is cheaper literal
+    assert best_copy("", sources, 0.1) is None                          # no empty source: literal
+    assert best_copy("", {copy_memory(1): "x", copy_memory(2): "", COPY_PREVIOUS: " "}, 1.0) == copy_memory(2)
     tie = copy_sources(previous="same", retrieved=["same"])
     assert best_copy("same", tie, 1.0) == copy_memory(1)                # ties: the most similar retrieved first
     tie = copy_sources(previous="same", retrieved=["same"], earlier="same")

@@ -52,9 +52,8 @@ def test_opening_state_is_recorded_trained_on_and_simulated_alike(tmp_path):
     assert {e.system for e in examples} == {system} and OPENING_MARKER in system
     assert task_of(system) == instruction
     assert opening and opening in reset_text and not opening.startswith(instruction)
-    # On the first turn the opening state is the previous observation (a `look` repeats it).
-    assert copy_previous(examples[:1]) == [opening]
-    assert examples[0].copy_sources()[COPY_PREVIOUS] == opening
+    # It is context, not a previous turn: the first turn has nothing to copy as "previous".
+    assert copy_previous(examples[:1]) == [""] and COPY_PREVIOUS not in examples[0].copy_sources()
     assert opening in transition_stream(examples)  # continual pre-training sees it too
 
     # AgentWorldBench export: the same system prompt; the task and opening read back from it.

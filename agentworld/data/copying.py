@@ -46,9 +46,12 @@ def copy_sources(previous: str | None, retrieved: Sequence[str] | None, earlier:
 
 def best_copy(observation: str, sources: dict[str, str], min_f1: float) -> str | None:
     """The op whose source is closest to `observation` (exact matches first, then token F1),
-    or None when no source reaches `min_f1` or the observation is empty (nothing to save)."""
+    or None when no source reaches `min_f1`. An empty observation is a copy too when a source is
+    empty: then the model's choice is always which source to trust, never "that source or
+    nothing" (a small model trained on literal empty answers printed nothing where the shown
+    neighbour had the answer)."""
     if not observation.strip():
-        return None
+        return next((op for op, text in sources.items() if not text.strip()), None)
     scored = [(exact_match(text, observation), token_f1(text, observation), -rank, op)
               for rank, (op, text) in enumerate(sources.items())]
     if not scored:

@@ -10,7 +10,6 @@ assistant: optional `<think>...</think>`, then `**Environment Observation:**` an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentworld.data.copying import copy_sources
@@ -75,15 +74,6 @@ def opening_of(system: str) -> str | None:
     return system.split(marker, 1)[1] if marker in system else None
 
 
-def previous_turn(history: Sequence[tuple[str, str]], system: str) -> tuple[str, str] | None:
-    """The turn before the current action: the last of the history or, on the first turn, the
-    opening state (no action led to it); None when neither is known."""
-    if history:
-        return history[-1]
-    opening = opening_of(system)
-    return ("", opening) if opening is not None else None
-
-
 def assistant_turn(observation: str, reasoning: str | None = None) -> str:
     think = f"<think>{reasoning}</think>\n" if reasoning else ""
     return f"{think}{OBSERVATION_MARKER}\n{observation}"
@@ -135,12 +125,15 @@ class WorldModelExample:
         return None
 
     def previous(self) -> tuple[str, str] | None:
-        """(action, observation) of the turn before this one; on the first turn the opening state."""
-        return previous_turn(self.history, self.system)
+        """(action, observation) of the turn before this one; None on the first turn. (The
+        opening state is not a previous turn here: as one, it made the ranked memory's first
+        candidate worse on a validation split of the demo's training episodes, 0.347 against
+        0.369 exact match, as it steered turn 0's lookups to episodes that start alike.)"""
+        return self.history[-1] if self.history else None
 
     def copy_sources(self) -> dict[str, str]:
         """What this turn's copy ops stand for: the same action's earlier observation in this
-        episode, the retrieved observations and the previous one (the opening state on turn 0)."""
+        episode, the retrieved observations and the previous one."""
         earlier, previous = self.earlier(), self.previous()
         return copy_sources(previous[1] if previous else None, self.retrieved, earlier[1] if earlier else None)
 

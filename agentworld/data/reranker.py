@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from agentworld.data.prompts import previous_turn
 from agentworld.scoring.metrics import bag_f1, exact_match, token_bag, token_f1
 
 #: Where a candidate comes from; the scorer learns how far each kind can be trusted.
@@ -81,7 +80,7 @@ def _agreement(texts: Sequence[str]) -> np.ndarray:
 
 def features(turn: Turn, candidates: Sequence[Candidate], domains: Sequence[str]) -> np.ndarray:
     """One row of FEATURES per candidate (unknown domains are missing values)."""
-    previous = previous_turn(turn.history, turn.system) or ("", "")
+    previous = turn.history[-1] if turn.history else ("", "")
     context = _tokens(" ".join(f"{a} {o}" for a, o in turn.history) + " " + turn.system)
     action = _tokens(turn.action)
     domain = domains.index(turn.domain) if turn.domain in domains else math.nan

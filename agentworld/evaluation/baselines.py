@@ -57,6 +57,5 @@ def episode_first(examples: Sequence[WorldModelExample], lookup: Sequence[str]) 
 
 
 def copy_previous(examples: Sequence[WorldModelExample]) -> list[str]:
-    """The last observation of the history (on the first turn the opening state, empty when
-    unknown): the 'nothing changes' floor."""
+    """The last observation of the history (empty on the first turn): the 'nothing changes' floor."""
     return [previous[1] if (previous := e.previous()) else "" for e in examples]
