@@ -31,8 +31,11 @@ def repeat_note(turns_ago: int) -> str:
 
 
 TASK_MARKER = "The agent's task: "
-#: Heads the episode's opening state in the system prompt.
+#: Heads the episode's opening state in the system prompt. It is context only, not turn 0's
+#: previous observation: as that, it steered first-turn lookups to episodes that merely start
+#: alike and made the ranked memory's first candidate worse (README, Opening state).
 OPENING_MARKER = "The environment at the start:"
+_OPENING_BLOCK = f"\n\n{OPENING_MARKER}\n"
 #: Characters of the opening state kept in the system prompt. A constant, not a build setting:
 #: the simulator must write the very prompt the model was trained on.
 OPENING_MAX_CHARS = 480
@@ -57,7 +60,7 @@ def system_prompt(domain: str, instruction: str, first_observation: str | None =
         raise KeyError(f"no world-model system prompt for domain {domain!r}; declare world_model_prompt in "
                        f"agentworld/domains/{domain}/__init__.py")
     state = opening_state(instruction, first_observation) if first_observation else ""
-    opening = f"\n\n{OPENING_MARKER}\n{state}" if state else ""
+    opening = f"{_OPENING_BLOCK}{state}" if state else ""
     return f"{base}\n\n{TASK_MARKER}{instruction}{opening}"
 
 
@@ -65,13 +68,12 @@ def task_of(system: str) -> str:
     """The task a system prompt of ours states ("" for another layout)."""
     if TASK_MARKER not in system:
         return ""
-    return system.split(TASK_MARKER, 1)[1].split(f"\n\n{OPENING_MARKER}\n", 1)[0]
+    return system.split(TASK_MARKER, 1)[1].split(_OPENING_BLOCK, 1)[0]
 
 
 def opening_of(system: str) -> str | None:
     """The opening state a system prompt of ours carries, or None."""
-    marker = f"\n\n{OPENING_MARKER}\n"
-    return system.split(marker, 1)[1] if marker in system else None
+    return system.split(_OPENING_BLOCK, 1)[1] if _OPENING_BLOCK in system else None
 
 
 def assistant_turn(observation: str, reasoning: str | None = None) -> str:
@@ -124,18 +126,12 @@ class WorldModelExample:
                 return back, observation
         return None
 
-    def previous(self) -> tuple[str, str] | None:
-        """(action, observation) of the turn before this one; None on the first turn. (The
-        opening state is not a previous turn here: as one, it made the ranked memory's first
-        candidate worse on a validation split of the demo's training episodes, 0.347 against
-        0.369 exact match, as it steered turn 0's lookups to episodes that start alike.)"""
-        return self.history[-1] if self.history else None
-
     def copy_sources(self) -> dict[str, str]:
         """What this turn's copy ops stand for: the same action's earlier observation in this
         episode, the retrieved observations and the previous one."""
-        earlier, previous = self.earlier(), self.previous()
-        return copy_sources(previous[1] if previous else None, self.retrieved, earlier[1] if earlier else None)
+        earlier = self.earlier()
+        return copy_sources(self.history[-1][1] if self.history else None, self.retrieved,
+                            earlier[1] if earlier else None)
 
     def current_user_turn(self) -> str:
         """The current action's user message: with retrieval memory (a model of ours, not the
