@@ -71,3 +71,21 @@ def test_features_see_agreement_and_leave_an_unknown_domain_missing():
     assert rows[0, FEATURES.index("same_action")] == 1.0
     unknown = features(Turn("mars", "ls", []), candidates, ["terminal"])
     assert all(value != value for value in unknown[:, FEATURES.index("domain")])  # NaN: missing
+
+
+def test_features_see_whether_the_state_shows_what_the_action_names():
+    """`take coin` is answered one way where the room shows a coin, another where none was ever
+    described, a third where the task asks for it; the opening state is the first turn's room."""
+    system = "The agent's task: find the coin\n\nThe environment at the start:\nA kitchen. You see a lamp."
+    candidates = [Candidate("retrieved", "take coin", "You pick up the coin.", rank=1)]
+
+    def cues(action: str, history: list[tuple[str, str]]) -> list[float]:
+        row = features(Turn("textworld", action, history, system), candidates, ["textworld"])[0]
+        return [row[FEATURES.index(name)] for name in ("arguments_seen", "arguments_in_task", "arguments_in_latest")]
+
+    assert cues("take lamp", []) == [1.0, 0.0, 1.0]                       # the opening shows it
+    assert cues("take coin", []) == [1.0, 1.0, 0.0]                       # named by the task only
+    assert cues("take coin", [("go west", "A den. You see a coin.")]) == [1.0, 1.0, 1.0]
+    assert cues("take lamp", [("go west", "A den. You see a coin.")]) == [1.0, 0.0, 0.0]  # seen, not here
+    assert cues("take kettle", [("go west", "A den.")]) == [0.0, 0.0, 0.0]
+    assert cues("look", []) == [-1.0, -1.0, -1.0]                         # nothing named

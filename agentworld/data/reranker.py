@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 
+from agentworld.data.prompts import opening_of, task_of
 from agentworld.scoring.metrics import bag_f1, exact_match, token_bag, token_f1
 
 #: Where a candidate comes from; the scorer learns how far each kind can be trusted.
@@ -35,8 +36,9 @@ KINDS = ("earlier", "retrieved", "previous", "adapted")
 FEATURES = ("kind", "rank", "similarity", "same_action", "turns_ago", "previous_action_f1",
             "previous_observation_f1", "log_chars", "empty", "history_share", "action_share",
             "agreement_mean", "agreement_max", "domain", "turn", "has_earlier", "candidates", "f1_with_previous",
-            "substitutions")
+            "substitutions", "arguments_seen", "arguments_in_task", "arguments_in_latest")
 _TOKEN = re.compile(r"\S+")
+_WORD = re.compile(r"[a-z0-9_]+")
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,24 @@ def _tokens(text: str) -> set[str]:
     return set(_TOKEN.findall(text))
 
 
+def _arguments_seen(turn: Turn) -> tuple[float, float, float]:
+    """Share of the action's arguments (its words after the first) that the episode has mentioned
+    at all (its history, the task, the opening state), that the task names, and that the latest
+    state shows (the previous observation, or the opening state on the first turn): `take coin`
+    is answered one way in a room described with a coin, another where none was ever seen, a
+    third where the task asks for it. -1 for an action without arguments (`look`)."""
+    arguments = set(_WORD.findall(" ".join(turn.action.split()[1:]).lower()))
+    if not arguments:
+        return -1.0, -1.0, -1.0
+
+    def share(text: str) -> float:
+        return len(arguments & set(_WORD.findall(text.lower()))) / len(arguments)
+
+    history = " ".join(f"{a} {o}" for a, o in turn.history)
+    latest = turn.history[-1][1] if turn.history else (opening_of(turn.system) or "")
+    return share(f"{history} {turn.system}"), share(task_of(turn.system)), share(latest)
+
+
 def _agreement(texts: Sequence[str]) -> np.ndarray:
     """`token_f1` of every pair of texts, each text tokenised once instead of once per pair."""
     bags = [token_bag(t) for t in texts]
@@ -86,6 +106,7 @@ def features(turn: Turn, candidates: Sequence[Candidate], domains: Sequence[str]
     domain = domains.index(turn.domain) if turn.domain in domains else math.nan
     has_earlier = any(c.kind == "earlier" for c in candidates)
     pairs = _agreement([c.observation for c in candidates])
+    arguments = _arguments_seen(turn)
     rows = []
     for i, c in enumerate(candidates):
         words = _tokens(c.observation)
@@ -98,7 +119,7 @@ def features(turn: Turn, candidates: Sequence[Candidate], domains: Sequence[str]
             len(words & context) / max(1, len(words)), len(words & action) / max(1, len(action)),
             float(agreement.mean()) if agreement.size else 0.0, float(agreement.max()) if agreement.size else 0.0,
             domain, len(turn.history), float(has_earlier), len(candidates), token_f1(c.observation, previous[1]),
-            c.substitutions,
+            c.substitutions, *arguments,
         ])
     return np.asarray(rows, dtype=float).reshape(len(candidates), len(FEATURES))
 
