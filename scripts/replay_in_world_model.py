@@ -19,13 +19,14 @@ import json
 import sys
 from pathlib import Path
 
+from textworld_verifiers import TEMPLATES  # the game types of the TextWorld experiment (scripts/)
+
 from agentworld.agents.episodes import task_options
 from agentworld.agents.train import resolve_world_model
 from agentworld.models.backends import TransformersBackend
 from agentworld.simulation.env import RealTaskSource, WorldModelEnv
 from agentworld.simulation.verifiers import ObservationVerifier
 
-TEMPLATES = ["tw-coin_collector", "tw-treasure_hunter"]
 ARMS = ("bc", "bc+rl_real", "bc+rl_sim")
 
 

@@ -126,12 +126,16 @@ class WorldModelExample:
                 return back, observation
         return None
 
+    def previous(self) -> tuple[str, str] | None:
+        """(action, observation) of the turn before this one; None on the first turn (the
+        opening state is context, not a previous turn)."""
+        return self.history[-1] if self.history else None
+
     def copy_sources(self) -> dict[str, str]:
         """What this turn's copy ops stand for: the same action's earlier observation in this
         episode, the retrieved observations and the previous one."""
-        earlier = self.earlier()
-        return copy_sources(self.history[-1][1] if self.history else None, self.retrieved,
-                            earlier[1] if earlier else None)
+        earlier, previous = self.earlier(), self.previous()
+        return copy_sources(previous[1] if previous else None, self.retrieved, earlier[1] if earlier else None)
 
     def current_user_turn(self) -> str:
         """The current action's user message: with retrieval memory (a model of ours, not the

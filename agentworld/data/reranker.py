@@ -70,12 +70,13 @@ def _tokens(text: str) -> set[str]:
     return set(_TOKEN.findall(text))
 
 
-def _arguments_seen(turn: Turn) -> tuple[float, float, float]:
+def _arguments_seen(turn: Turn, context: str) -> tuple[float, float, float]:
     """Share of the action's arguments (its words after the first) that the episode has mentioned
     at all (its history, the task, the opening state), that the task names, and that the latest
     state shows (the previous observation, or the opening state on the first turn): `take coin`
     is answered one way in a room described with a coin, another where none was ever seen, a
-    third where the task asks for it. -1 for an action without arguments (`look`)."""
+    third where the task asks for it. `context`: the history and system prompt as one text.
+    -1 for an action without arguments (`look`)."""
     arguments = set(_WORD.findall(" ".join(turn.action.split()[1:]).lower()))
     if not arguments:
         return -1.0, -1.0, -1.0
@@ -83,9 +84,8 @@ def _arguments_seen(turn: Turn) -> tuple[float, float, float]:
     def share(text: str) -> float:
         return len(arguments & set(_WORD.findall(text.lower()))) / len(arguments)
 
-    history = " ".join(f"{a} {o}" for a, o in turn.history)
     latest = turn.history[-1][1] if turn.history else (opening_of(turn.system) or "")
-    return share(f"{history} {turn.system}"), share(task_of(turn.system)), share(latest)
+    return share(context), share(task_of(turn.system)), share(latest)
 
 
 def _agreement(texts: Sequence[str]) -> np.ndarray:
@@ -101,12 +101,13 @@ def _agreement(texts: Sequence[str]) -> np.ndarray:
 def features(turn: Turn, candidates: Sequence[Candidate], domains: Sequence[str]) -> np.ndarray:
     """One row of FEATURES per candidate (unknown domains are missing values)."""
     previous = turn.history[-1] if turn.history else ("", "")
-    context = _tokens(" ".join(f"{a} {o}" for a, o in turn.history) + " " + turn.system)
+    context_text = " ".join(f"{a} {o}" for a, o in turn.history) + " " + turn.system
+    context = _tokens(context_text)
     action = _tokens(turn.action)
     domain = domains.index(turn.domain) if turn.domain in domains else math.nan
     has_earlier = any(c.kind == "earlier" for c in candidates)
     pairs = _agreement([c.observation for c in candidates])
-    arguments = _arguments_seen(turn)
+    arguments = _arguments_seen(turn, context_text)
     rows = []
     for i, c in enumerate(candidates):
         words = _tokens(c.observation)

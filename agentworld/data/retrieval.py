@@ -100,8 +100,8 @@ class RetrievalMemory:
                       pool: int = 8) -> RetrievalMemory:
         """The memory of a training split (never pass held-out examples here)."""
         entries = [MemoryEntry(domain=e.domain, episode=episode_of(e.id), action=e.action, observation=e.observation,
-                               previous_action=e.history[-1][0] if e.history else "",
-                               previous_observation=e.history[-1][1] if e.history else "")
+                               previous_action=(e.previous() or ("", ""))[0],
+                               previous_observation=(e.previous() or ("", ""))[1])
                    for e in train]
         return cls(entries, k, max_chars, pool)
 
@@ -133,7 +133,7 @@ class RetrievalMemory:
         """What the scorer ranks for `example`: the episode's own answer to the same action
         earlier and its previous observation, then the `pool` nearest training transitions,
         then those of them answering another action edited to this action's arguments."""
-        previous = example.history[-1] if example.history else None
+        previous = example.previous()
         own = []
         if (earlier := example.earlier()) is not None:
             own.append(Candidate("earlier", example.action, earlier[1], turns_ago=earlier[0]))
@@ -156,7 +156,7 @@ class RetrievalMemory:
         exclude = [episode_of(e.id) if exclude_own_episode else None for e in examples]
         if self.scorer is None:
             return [[Candidate("retrieved", m.action, m.observation)
-                     for m in self.lookup(e.domain, e.action, e.history[-1] if e.history else None, x)]
+                     for m in self.lookup(e.domain, e.action, e.previous(), x)]
                     for e, x in zip(examples, exclude, strict=True)]
         ranked = self.scorer.rank([(Turn(e.domain, e.action, e.history, e.system), self.candidates(e, x))
                                    for e, x in zip(examples, exclude, strict=True)])

@@ -8,10 +8,6 @@ from agentworld.data.prompts import WorldModelExample
 from agentworld.data.retrieval import MemoryEntry, RetrievalMemory
 
 
-def _previous(example: WorldModelExample) -> tuple[str, str] | None:
-    return example.history[-1] if example.history else None
-
-
 class RetrievalBaseline:
     """Nearest-neighbour world model: the observation of the most similar training transition.
 
@@ -27,7 +23,7 @@ class RetrievalBaseline:
         self.memory = RetrievalMemory.from_examples(train, k=1)
 
     def first(self, example: WorldModelExample, exclude_episode: str | None = None) -> str:
-        found = self.memory.lookup(example.domain, example.action, _previous(example), exclude_episode)
+        found = self.memory.lookup(example.domain, example.action, example.previous(), exclude_episode)
         return found[0].observation if found else ""
 
     def predict(self, examples: Sequence[WorldModelExample]) -> list[str]:
@@ -42,8 +38,8 @@ class LeaveEpisodeOutRetrieval(RetrievalBaseline):
         if not pool:
             raise ValueError("retrieval baseline needs at least one record")
         entries = [MemoryEntry(domain=e.domain, episode=episode, action=e.action, observation=e.observation,
-                               previous_action=(_previous(e) or ("", ""))[0],
-                               previous_observation=(_previous(e) or ("", ""))[1])
+                               previous_action=(e.previous() or ("", ""))[0],
+                               previous_observation=(e.previous() or ("", ""))[1])
                    for e, episode in zip(pool, episodes, strict=True)]
         self.memory = RetrievalMemory(entries, k=1)
 
@@ -62,4 +58,4 @@ def episode_first(examples: Sequence[WorldModelExample], lookup: Sequence[str]) 
 
 def copy_previous(examples: Sequence[WorldModelExample]) -> list[str]:
     """The last observation of the history (empty on the first turn): the 'nothing changes' floor."""
-    return [e.history[-1][1] if e.history else "" for e in examples]
+    return [previous[1] if (previous := e.previous()) else "" for e in examples]
