@@ -13,6 +13,9 @@ from agentworld.domains.scienceworld.env import (
     REFUSAL,
     TASK_TYPES,
     ScienceWorldTextEnv,
+    _erroneous_action,
+    _exploratory_action,
+    _SWVocabulary,
     parse_task_id,
     probe,
     scienceworld_policy,
@@ -114,6 +117,18 @@ def test_policies_are_deterministic_given_rng(env, policy_name):
         return out
 
     assert actions() == actions()
+
+
+def test_noisy_actions_are_never_blank():
+    """A blank command is no transition (the schema refuses an empty action), so one blank
+    mistake used to stop a whole collection (the 136th episode of a large run)."""
+    task = Task("find-non-living-thing-v133", "scienceworld", "Your task is to find a(n) non-living thing. "
+                "First, focus on the thing. Then, move it to the green box in the workshop.",
+                solution=["open door to hallway", "go to hallway", "pick up drawing", "focus on drawing",
+                          "move drawing to green box"])
+    vocab, rng = _SWVocabulary(task), random.Random(0)
+    actions = [draw(vocab, rng) for _ in range(3000) for draw in (_erroneous_action, _exploratory_action)]
+    assert len({a for a in actions}) > 50 and all(a.strip() for a in actions)
 
 
 def test_options_task_replays_a_task(env):

@@ -396,9 +396,9 @@ def _erroneous_action(vocab: _SWVocabulary, rng: random.Random) -> str:
             target = target[:i] + target[i + 1] + target[i] + target[i + 2:]
             return f"{right} {target}"
         return f"{wrong} {target}"
-    if kind == 3:  # incomplete or malformed commands
+    if kind == 3:  # incomplete or malformed commands (never blank: a transition's action is not empty)
         return rng.choice(("pick up", "look at", "go to", "open", "move to", f"move {o}", f"connect {o}",
-                           f"{o}", "", "please help", "what do I do?", f"go to the {loc} now", "42"))
+                           f"{o}", "hmm", "please help", "what do I do?", f"go to the {loc} now", "42"))
     return rng.choice((f"go {rng.choice(('north', 'south', 'east', 'west', 'up'))}", f"{w}", f"focus {o}",
                        f"look {o}", f"walk {loc}", f"open the {loc}", "look around everywhere", "inventory all"))
 
