@@ -9,7 +9,7 @@ import pytest
 
 from agentworld.config import CollectParams, PolicyMix, SandboxParams
 from agentworld.data.collect import collect_episodes
-from agentworld.data.episodes import choose_policy, episode_seed, trajectory_id_for
+from agentworld.data.episodes import choose_policy, episode_seed, trajectory_id_for, transition
 from agentworld.data.schema import Transition
 from agentworld.domains import EnvUnavailable, list_envs, make_env
 from agentworld.domains.terminal.behaviour import POLICY_NAMES, make_policy
@@ -162,6 +162,16 @@ def test_registry_lists_terminal():
             make_env("terminal")
     with pytest.raises(KeyError, match="unknown environment"):
         make_env("nope")
+
+
+@needs_sandbox
+def test_a_row_the_schema_refuses_names_its_episode_turn_and_policy(env):
+    env.reset(seed=1)
+    result = env.step("echo hi")
+    with pytest.raises(ValueError, match=r"^terminal-s0-e000001 turn 2 \(terminal, erroneous policy, action ''\) "
+                                         r"is not a valid transition: action: String should have at least 1"):
+        transition(env, env.task, "terminal-s0-e000001", 2, "", result, last=False, policy="erroneous", seed=1,
+                   info={})
 
 
 @needs_sandbox

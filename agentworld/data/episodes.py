@@ -17,6 +17,8 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from agentworld.config import PolicyMix
 from agentworld.data.schema import FIRST_OBSERVATION, Transition, transition_id, utc_now
 from agentworld.domains import make_policy
@@ -52,14 +54,19 @@ def transition(env: TextEnv, task: Task, trajectory_id: str, turn: int, action: 
     the simulating model); whether the episode ended by itself or at the step limit (the vector's
     `TimeLimit` rule marks that step) is recorded here for every source."""
     observation, reward, terminated, truncated, step_info = result
-    return Transition(
-        id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn, domain=env.domain,
-        env_id=env.env_id, task_id=task.task_id, instruction=task.instruction, action=action,
-        observation=observation, reward=float(reward), done=last,
-        source="synthetic" if step_info.get("simulated") else "real", policy=policy,
-        env_version=env.env_version, seed=seed, timestamp=utc_now(),
-        info={**info, "terminated": terminated, "max_steps_reached": bool(step_info.get("max_steps_reached"))},
-    )
+    try:
+        return Transition(
+            id=transition_id(trajectory_id, turn), trajectory_id=trajectory_id, turn=turn, domain=env.domain,
+            env_id=env.env_id, task_id=task.task_id, instruction=task.instruction, action=action,
+            observation=observation, reward=float(reward), done=last,
+            source="synthetic" if step_info.get("simulated") else "real", policy=policy,
+            env_version=env.env_version, seed=seed, timestamp=utc_now(),
+            info={**info, "terminated": terminated, "max_steps_reached": bool(step_info.get("max_steps_reached"))},
+        )
+    except ValidationError as err:  # a policy or env bug: say which episode, turn and field
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise ValueError(f"{trajectory_id} turn {turn} ({env.domain}, {policy} policy, action {action!r}) "
+                         f"is not a valid transition: {fields}") from err
 
 
 class BehaviourPolicies:
