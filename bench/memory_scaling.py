@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agentworld.config import BuildParams, load_params  # noqa: E402
 from agentworld.data.build import load_examples  # noqa: E402
 from agentworld.data.prompts import WorldModelExample  # noqa: E402
-from agentworld.data.reranker import Turn  # noqa: E402
 from agentworld.data.retrieval import RetrievalMemory, episode_of  # noqa: E402
+from agentworld.evaluation.baselines import RetrievalBaseline  # noqa: E402
 from agentworld.scoring.metrics import exact_match, token_f1  # noqa: E402
 
 SYSTEMS = ("ranked_first", "ranked_oracle", "retrieval")
@@ -54,16 +54,12 @@ def score(train: Sequence[WorldModelExample], test: Sequence[WorldModelExample],
     """Exact match and token F1 (domain means) of each system with a memory of `train`."""
     memory = RetrievalMemory.from_examples(train, build.retrieval_k, build.retrieval_max_chars, build.retrieval_pool)
     memory.fit_scorer(train, build.seed)
-    candidates = [memory.candidates(e) for e in test]
-    ranked = memory.scorer.rank([(Turn(e.domain, e.action, e.history, e.system), c)
-                                 for e, c in zip(test, candidates, strict=True)])
     rows: dict[str, dict[str, list[tuple[str, float]]]] = {s: {"exact_match": [], "token_f1": []} for s in SYSTEMS}
-    for example, pool in zip(test, ranked, strict=True):
+    for example, pool, nearest in zip(test, memory.ranked(test), RetrievalBaseline(train).predict(test), strict=True):
         real = example.observation
-        nearest = memory.lookup(example.domain, example.action, example.previous())
         texts = {"ranked_first": [pool[0].observation] if pool else [""],
                  "ranked_oracle": [c.observation for c in pool] or [""],
-                 "retrieval": [nearest[0].observation] if nearest else [""]}
+                 "retrieval": [nearest]}
         for system, options in texts.items():
             rows[system]["exact_match"].append((example.domain, max(exact_match(o, real) for o in options)))
             rows[system]["token_f1"].append((example.domain, max(token_f1(o, real) for o in options)))

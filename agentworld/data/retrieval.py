@@ -153,14 +153,21 @@ class RetrievalMemory:
         """The `k` candidates each example's memory block shows: the scorer's best distinct
         observations, or without a scorer the TF-IDF nearest transitions (from other episodes
         than the example's own with `exclude_own_episode`, as for training examples)."""
-        exclude = [episode_of(e.id) if exclude_own_episode else None for e in examples]
         if self.scorer is None:
+            exclude = [episode_of(e.id) if exclude_own_episode else None for e in examples]
             return [[Candidate("retrieved", m.action, m.observation)
                      for m in self.lookup(e.domain, e.action, e.previous(), x)]
                     for e, x in zip(examples, exclude, strict=True)]
-        ranked = self.scorer.rank([(Turn(e.domain, e.action, e.history, e.system), self.candidates(e, x))
-                                   for e, x in zip(examples, exclude, strict=True)])
-        return [self._distinct(cands)[: self.k] for cands in ranked]
+        return [self._distinct(cands)[: self.k] for cands in self.ranked(examples, exclude_own_episode)]
+
+    def ranked(self, examples: Sequence[WorldModelExample], exclude_own_episode: bool = False
+               ) -> list[list[Candidate]]:
+        """Each example's whole candidate pool (`candidates`), the scorer's most likely answer first."""
+        if self.scorer is None:
+            raise ValueError("ranking the candidates needs a scorer (fit_scorer, or build.rerank)")
+        exclude = [episode_of(e.id) if exclude_own_episode else None for e in examples]
+        return self.scorer.rank([(Turn(e.domain, e.action, e.history, e.system), self.candidates(e, x))
+                                 for e, x in zip(examples, exclude, strict=True)])
 
     @staticmethod
     def _distinct(candidates: Sequence[Candidate]) -> list[Candidate]:
